@@ -19,7 +19,8 @@ std::vector<float> random_floats() {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> value(-500.0f, 500.0f);
   std::vector<float> values(kElements);
-  for (float& v : values) v = value(rng);
+  for (float& v : values)
+    v = value(rng);
   return values;
 }
 
@@ -51,10 +52,18 @@ void run_to_f32(benchmark::State& state, DType dtype) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kElements));
 }
 
-void BM_F32ToBf16(benchmark::State& state) { run_from_f32(state, DType::kBF16); }
-void BM_Bf16ToF32(benchmark::State& state) { run_to_f32(state, DType::kBF16); }
-void BM_F32ToE4m3(benchmark::State& state) { run_from_f32(state, DType::kF8E4M3); }
-void BM_E4m3ToF32(benchmark::State& state) { run_to_f32(state, DType::kF8E4M3); }
+void BM_F32ToBf16(benchmark::State& state) {
+  run_from_f32(state, DType::kBF16);
+}
+void BM_Bf16ToF32(benchmark::State& state) {
+  run_to_f32(state, DType::kBF16);
+}
+void BM_F32ToE4m3(benchmark::State& state) {
+  run_from_f32(state, DType::kF8E4M3);
+}
+void BM_E4m3ToF32(benchmark::State& state) {
+  run_to_f32(state, DType::kF8E4M3);
+}
 
 BENCHMARK(BM_F32ToBf16)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Bf16ToF32)->Unit(benchmark::kMillisecond);

@@ -24,9 +24,12 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES 90a)
 endif()
 enable_language(CUDA)
-# CMake 3.25 does not know nvcc's C++20 flag (CMAKE_CUDA_STANDARD 20 fails its ABI check), so
-# the dialect is passed directly; nvcc >= 12 accepts it.
-string(APPEND CMAKE_CUDA_FLAGS " -std=c++20")
+# CMake 3.25 does not know nvcc's C++20 flag: tell it, then ask for C++20 as usual (after
+# enable_language, whose compiler checks would otherwise fail on the unknown dialect).
+set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 set(LOCUS_HAS_CUDA ON)
 message(STATUS "locus: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")

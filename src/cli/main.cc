@@ -11,8 +11,8 @@
 int main(int argc, char** argv) {
   locus::log::init();
   CLI::App app{"locus: an inference server for Mixture-of-Experts language models"};
-  app.set_version_flag("--version", std::string("locus ") + locus::kVersion + " (" +
-                                        locus::kGitCommit + ")");
+  app.set_version_flag("--version",
+                       std::string("locus ") + locus::kVersion + " (" + locus::kGitCommit + ")");
   app.require_subcommand(1);
   std::string log_level;
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")

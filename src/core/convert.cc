@@ -20,7 +20,8 @@ using DecodeTable = std::array<float, 256>;
 template <typename Decode>
 DecodeTable make_decode_table(Decode decode) {
   DecodeTable table{};
-  for (int code = 0; code < 256; ++code) table[code] = decode(static_cast<uint8_t>(code));
+  for (int code = 0; code < 256; ++code)
+    table[code] = decode(static_cast<uint8_t>(code));
   return table;
 }
 
@@ -40,7 +41,8 @@ const DecodeTable& ue8m0_table() {
 }
 
 void decode_with_table(const DecodeTable& table, const uint8_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+  for (size_t i = 0; i < n; ++i)
+    dst[i] = table[src[i]];
 }
 
 void decode_e2m1(const uint8_t* src, float* dst, size_t n) {
@@ -52,7 +54,8 @@ void decode_e2m1(const uint8_t* src, float* dst, size_t n) {
 }
 
 void encode_e2m1(const float* src, uint8_t* dst, size_t n) {
-  for (size_t i = 0; i + 1 < n; i += 2) dst[i / 2] = f32x2_to_e2m1x2(src[i], src[i + 1]);
+  for (size_t i = 0; i + 1 < n; i += 2)
+    dst[i / 2] = f32x2_to_e2m1x2(src[i], src[i + 1]);
   if (n % 2 != 0) dst[n / 2] = pack_e2m1x2(f32_to_e2m1(src[n - 1]), 0);
 }
 
@@ -94,22 +97,26 @@ void encode_from_f32(const float* src, DType dtype, void* dst, size_t n) {
       return;
     case DType::kF16: {
       auto* out = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16_bits(src[i]);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = f32_to_f16_bits(src[i]);
       return;
     }
     case DType::kBF16: {
       auto* out = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(src[i]);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = f32_to_bf16_bits(src[i]);
       return;
     }
     case DType::kF8E4M3: {
       auto* out = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = f32_to_e4m3(src[i]);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = f32_to_e4m3(src[i]);
       return;
     }
     case DType::kF8E5M2: {
       auto* out = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = f32_to_e5m2(src[i]);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = f32_to_e5m2(src[i]);
       return;
     }
     case DType::kF4E2M1:
@@ -117,12 +124,14 @@ void encode_from_f32(const float* src, DType dtype, void* dst, size_t n) {
       return;
     case DType::kUE8M0: {
       auto* out = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = f32_to_ue8m0(src[i], Ue8m0Rounding::kUp);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = f32_to_ue8m0(src[i], Ue8m0Rounding::kUp);
       return;
     }
     case DType::kF64: {
       auto* out = static_cast<double*>(dst);
-      for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(src[i]);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = static_cast<double>(src[i]);
       return;
     }
     default:
@@ -137,12 +146,14 @@ void decode_to_f32(DType dtype, const void* src, float* dst, size_t n) {
       return;
     case DType::kF16: {
       const auto* in = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_bits_to_f32(in[i]);
+      for (size_t i = 0; i < n; ++i)
+        dst[i] = f16_bits_to_f32(in[i]);
       return;
     }
     case DType::kBF16: {
       const auto* in = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(in[i]);
+      for (size_t i = 0; i < n; ++i)
+        dst[i] = bf16_bits_to_f32(in[i]);
       return;
     }
     case DType::kF8E4M3:
@@ -159,7 +170,8 @@ void decode_to_f32(DType dtype, const void* src, float* dst, size_t n) {
       return;
     case DType::kF64: {
       const auto* in = static_cast<const double*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(in[i]);
+      for (size_t i = 0; i < n; ++i)
+        dst[i] = static_cast<float>(in[i]);
       return;
     }
     default:
@@ -239,7 +251,8 @@ Status convert_tensor(const Tensor& src, Tensor& dst) {
     uint8_t* chunk_dst = dst_bytes + dtype_bytes(dst_dtype, start);
     if (src_dtype == DType::kF64 && dst_dtype != DType::kF32) {
       const auto* in = static_cast<const double*>(static_cast<const void*>(chunk_src));
-      for (size_t i = 0; i < count; ++i) buffer[i] = f64_to_f32_round_to_odd(in[i]);
+      for (size_t i = 0; i < count; ++i)
+        buffer[i] = f64_to_f32_round_to_odd(in[i]);
     } else {
       decode_to_f32(src_dtype, chunk_src, buffer.data(), count);
     }

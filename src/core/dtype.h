@@ -13,10 +13,10 @@ enum class DType : uint8_t {
   kF32,
   kF16,
   kBF16,
-  kF8E4M3,   // float8_e4m3fn: no infinities, NaN = S.1111.111, max 448 (also NVFP4 per-16 scales)
-  kF8E5M2,   // float8_e5m2: IEEE-like, has inf/NaN, max 57344
-  kF4E2M1,   // float4_e2m1fn, packed two per byte, element 2i in the low nibble (NVFP4, MXFP4)
-  kUE8M0,    // unsigned exponent-only scale 2^(e-127), 0xFF = NaN (MX block scales)
+  kF8E4M3,  // float8_e4m3fn: no infinities, NaN = S.1111.111, max 448 (also NVFP4 per-16 scales)
+  kF8E5M2,  // float8_e5m2: IEEE-like, has inf/NaN, max 57344
+  kF4E2M1,  // float4_e2m1fn, packed two per byte, element 2i in the low nibble (NVFP4, MXFP4)
+  kUE8M0,   // unsigned exponent-only scale 2^(e-127), 0xFF = NaN (MX block scales)
   kF64,
   kI8,
   kU8,
@@ -41,9 +41,15 @@ struct DTypeInfo {
 
 const DTypeInfo& dtype_info(DType dtype);
 
-inline std::string_view dtype_name(DType dtype) { return dtype_info(dtype).name; }
-inline int dtype_bits(DType dtype) { return dtype_info(dtype).bits; }
-inline bool is_sub_byte(DType dtype) { return dtype_info(dtype).bits < 8; }
+inline std::string_view dtype_name(DType dtype) {
+  return dtype_info(dtype).name;
+}
+inline int dtype_bits(DType dtype) {
+  return dtype_info(dtype).bits;
+}
+inline bool is_sub_byte(DType dtype) {
+  return dtype_info(dtype).bits < 8;
+}
 
 // Bytes taken by `numel` elements stored densely. Packed sub-byte types round up to whole bytes.
 inline size_t dtype_bytes(DType dtype, size_t numel) {

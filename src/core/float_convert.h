@@ -45,7 +45,6 @@ LOCUS_HOST_DEVICE inline float f32_from_bits(uint32_t bits) {
   return x;
 }
 
-inline constexpr uint32_t kF32SignMask = 0x80000000u;
 inline constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
 inline constexpr uint32_t kF32Inf = 0x7F800000u;
 inline constexpr uint32_t kF32QuietNan = 0x7FC00000u;
@@ -74,8 +73,8 @@ LOCUS_HOST_DEVICE inline uint32_t round_magnitude(uint32_t abs_bits) {
   const uint32_t f32_exponent = abs_bits >> 23;
   uint32_t significand = abs_bits & 0x7FFFFFu;
   if (f32_exponent != 0) significand |= 0x800000u;  // f32 subnormals have no implicit bit
-  const int exponent = f32_exponent == 0 ? 1 - 127 + kBias
-                                         : static_cast<int>(f32_exponent) - 127 + kBias;  // < 1
+  const int exponent =
+      f32_exponent == 0 ? 1 - 127 + kBias : static_cast<int>(f32_exponent) - 127 + kBias;  // < 1
   const int shift = kShift + 1 - exponent;
   // The significand is below 2^24, so from a shift of 25 on it is below half the smallest
   // subnormal and rounds to zero (24 is still a tie or a round-up).
@@ -139,7 +138,8 @@ LOCUS_HOST_DEVICE inline uint16_t f32_to_f16_bits(float x) {
   const uint32_t bits = f32_bits(x);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs_bits = bits & kF32AbsMask;
-  if (abs_bits > kF32Inf) return static_cast<uint16_t>(sign | 0x7E00u | ((abs_bits >> 13) & 0x3FFu));
+  if (abs_bits > kF32Inf)
+    return static_cast<uint16_t>(sign | 0x7E00u | ((abs_bits >> 13) & 0x3FFu));
   uint32_t code = round_magnitude<10, 15>(abs_bits);  // infinity comes out past 0x7C00 too
   if (code > 0x7C00u) code = 0x7C00u;
   return static_cast<uint16_t>(sign | code);

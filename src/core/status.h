@@ -54,15 +54,27 @@ class [[nodiscard]] Status {
 inline Status invalid_argument(std::string m) {
   return {ErrorCode::kInvalidArgument, std::move(m)};
 }
-inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status out_of_range(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
-inline Status io_error(std::string m) { return {ErrorCode::kIoError, std::move(m)}; }
-inline Status parse_error(std::string m) { return {ErrorCode::kParseError, std::move(m)}; }
-inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
+inline Status not_found(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status out_of_range(std::string m) {
+  return {ErrorCode::kOutOfRange, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {ErrorCode::kIoError, std::move(m)};
+}
+inline Status parse_error(std::string m) {
+  return {ErrorCode::kParseError, std::move(m)};
+}
+inline Status unsupported(std::string m) {
+  return {ErrorCode::kUnsupported, std::move(m)};
+}
 inline Status resource_exhausted(std::string m) {
   return {ErrorCode::kResourceExhausted, std::move(m)};
 }
-inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status internal_error(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
 
 // A value or the Status saying why there is none. Constructing from an ok Status is a bug.
 template <typename T>
@@ -70,16 +82,16 @@ class [[nodiscard]] Expected {
   static_assert(!std::is_same_v<std::remove_cvref_t<T>, Status>, "Expected<Status> is meaningless");
 
  public:
-  Expected(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Expected(T value) : data_(std::in_place_index<0>, std::move(value)) {}        // NOLINT: implicit
   Expected(Status status) : data_(std::in_place_index<1>, std::move(status)) {  // NOLINT
     if (std::get<1>(data_).is_ok()) {
       std::get<1>(data_) = internal_error("Expected constructed from an ok Status");
     }
   }
   template <typename U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::remove_cvref_t<U>, T> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Status>)
-  Expected(U&& value) : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, T> &&
+           !std::is_same_v<std::remove_cvref_t<U>, Status>) Expected(U&& value)
+      : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
 
   bool has_value() const { return data_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -114,7 +126,9 @@ class [[nodiscard]] Expected {
 };
 
 namespace detail {
-inline Status to_status(Status s) { return s; }
+inline Status to_status(Status s) {
+  return s;
+}
 template <typename T>
 Status to_status(const Expected<T>& e) {
   return e.status();
@@ -127,10 +141,10 @@ Status to_status(const Expected<T>& e) {
 #define LOCUS_CONCAT(a, b) LOCUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is an error.
-#define LOCUS_RETURN_IF_ERROR(expr)                                 \
-  do {                                                              \
+#define LOCUS_RETURN_IF_ERROR(expr)                                   \
+  do {                                                                \
     ::locus::Status locus_status_ = ::locus::detail::to_status(expr); \
-    if (!locus_status_.is_ok()) return locus_status_;               \
+    if (!locus_status_.is_ok()) return locus_status_;                 \
   } while (0)
 
 // `LOCUS_ASSIGN_OR_RETURN(auto x, make_x());` declares x from an Expected or returns its error.

@@ -29,8 +29,8 @@ Storage::~Storage() {
 
 Expected<std::shared_ptr<Storage>> Storage::allocate_host(size_t bytes, size_t alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    return invalid_argument(fmt::format("host allocation alignment {} is not a power of two",
-                                        alignment));
+    return invalid_argument(
+        fmt::format("host allocation alignment {} is not a power of two", alignment));
   }
   // aligned_alloc needs a size that is a multiple of the alignment; a zero-byte tensor still
   // gets a distinct non-null pointer.
@@ -41,12 +41,11 @@ Expected<std::shared_ptr<Storage>> Storage::allocate_host(size_t bytes, size_t a
   if (data == nullptr) {
     return resource_exhausted(fmt::format("out of host memory allocating {} bytes", bytes));
   }
-  return std::shared_ptr<Storage>(
-      new Storage(data, bytes, Device::cpu(), [](void* p) { std::free(p); }, nullptr));
+  return std::shared_ptr<Storage>(new Storage(
+      data, bytes, Device::cpu(), [](void* p) { std::free(p); }, nullptr));
 }
 
-std::shared_ptr<Storage> Storage::adopt(void* data, size_t bytes, Device device,
-                                        Deleter deleter) {
+std::shared_ptr<Storage> Storage::adopt(void* data, size_t bytes, Device device, Deleter deleter) {
   return std::shared_ptr<Storage>(new Storage(data, bytes, device, std::move(deleter), nullptr));
 }
 
@@ -62,7 +61,8 @@ Dims::Dims(std::initializer_list<int64_t> values)
 
 Dims::Dims(std::span<const int64_t> values) {
   if (values.size() > static_cast<size_t>(kMaxDims)) std::abort();  // a caller bug, not input
-  for (int64_t v : values) push_back(v);
+  for (int64_t v : values)
+    push_back(v);
 }
 
 void Dims::push_back(int64_t v) {
@@ -148,8 +148,8 @@ Expected<Tensor> Tensor::from_storage(std::shared_ptr<Storage> storage, const Di
   // fp4, on a whole byte holding two elements).
   size_t element_bits = static_cast<size_t>(dtype_bits(dtype));
   if ((byte_offset * 8) % element_bits != 0) {
-    return invalid_argument(fmt::format("byte offset {} is not aligned to {}", byte_offset,
-                                        dtype_name(dtype)));
+    return invalid_argument(
+        fmt::format("byte offset {} is not aligned to {}", byte_offset, dtype_name(dtype)));
   }
   Tensor t;
   t.storage_ = std::move(storage);
@@ -181,7 +181,9 @@ int64_t Tensor::stride(int dim) const {
   return strides_[*d];
 }
 
-int64_t Tensor::numel() const { return defined() ? shape_numel(shape_) : 0; }
+int64_t Tensor::numel() const {
+  return defined() ? shape_numel(shape_) : 0;
+}
 
 size_t Tensor::byte_offset() const {
   return static_cast<size_t>(offset_) * static_cast<size_t>(dtype_bits(dtype_)) / 8;
@@ -240,12 +242,12 @@ Expected<Tensor> Tensor::reshape(const Dims& shape) const {
 Expected<Tensor> Tensor::slice(int dim, int64_t start, int64_t end) const {
   LOCUS_ASSIGN_OR_RETURN(int d, normalize_dim(dim));
   if (start < 0 || end < start || end > shape_[d]) {
-    return out_of_range(fmt::format("slice [{}, {}) of dim {} of {}", start, end, dim,
-                                    to_string()));
+    return out_of_range(
+        fmt::format("slice [{}, {}) of dim {} of {}", start, end, dim, to_string()));
   }
   if (is_sub_byte(dtype_) && d == ndim() - 1 && (start % 2 != 0 || end % 2 != 0)) {
-    return invalid_argument(fmt::format("slice [{}, {}) splits packed {} bytes", start, end,
-                                        dtype_name(dtype_)));
+    return invalid_argument(
+        fmt::format("slice [{}, {}) splits packed {} bytes", start, end, dtype_name(dtype_)));
   }
   Tensor t = *this;
   t.shape_[d] = end - start;
@@ -287,8 +289,8 @@ Expected<Tensor> Tensor::transpose(int dim0, int dim1) const {
 
 Expected<Tensor> Tensor::view_as(DType dtype) const {
   if (dtype_bits(dtype) != dtype_bits(dtype_)) {
-    return invalid_argument(fmt::format("view {} as {}: element widths differ", to_string(),
-                                        dtype_name(dtype)));
+    return invalid_argument(
+        fmt::format("view {} as {}: element widths differ", to_string(), dtype_name(dtype)));
   }
   Tensor t = *this;
   t.dtype_ = dtype;

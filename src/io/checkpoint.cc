@@ -92,8 +92,7 @@ Expected<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir,
     return not_found(fmt::format("{}: no such file or directory", model_dir.string()));
   }
   if (std::filesystem::is_regular_file(status)) {
-    return open_files(model_dir.parent_path(), {model_dir}, CheckpointLayout::kSingleFile,
-                      options);
+    return open_files(model_dir.parent_path(), {model_dir}, CheckpointLayout::kSingleFile, options);
   }
   if (!std::filesystem::is_directory(status)) {
     return invalid_argument(
@@ -112,7 +111,8 @@ Expected<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir,
     if (p.extension() == ".safetensors" && entry.is_regular_file(ec)) paths.push_back(p);
   }
   if (ec) {
-    return io_error(fmt::format("{}: cannot list the folder: {}", model_dir.string(), ec.message()));
+    return io_error(
+        fmt::format("{}: cannot list the folder: {}", model_dir.string(), ec.message()));
   }
   if (paths.empty()) {
     return not_found(fmt::format("{}: no {}, {} or *.safetensors files", model_dir.string(),
@@ -164,13 +164,16 @@ Expected<Checkpoint> Checkpoint::open_indexed(const std::filesystem::path& dir,
         fmt::format("{}: needs a \"weight_map\" object (tensor name -> shard file)", index_name));
   }
   const Json& weight_map = *weight_map_it;
-  if (weight_map.empty()) return invalid_argument(fmt::format("{}: weight_map is empty", index_name));
+  if (weight_map.empty()) {
+    return invalid_argument(fmt::format("{}: weight_map is empty", index_name));
+  }
 
   Checkpoint checkpoint;
   checkpoint.dir_ = dir;
   checkpoint.layout_ = CheckpointLayout::kIndexed;
   if (auto meta = root.find("metadata"); meta != root.end() && meta->is_object()) {
-    if (auto total = meta->find("total_size"); total != meta->end() && total->is_number_unsigned()) {
+    if (auto total = meta->find("total_size");
+        total != meta->end() && total->is_number_unsigned()) {
       checkpoint.index_total_size_ = total->get<uint64_t>();
     }
   }
@@ -198,9 +201,10 @@ Expected<Checkpoint> Checkpoint::open_indexed(const std::filesystem::path& dir,
     const SafetensorsFile& file = checkpoint.files_[it->second];
     const SafetensorsTensorInfo* info = file.find(name);
     if (info == nullptr) {
-      return not_found(fmt::format("{}: weight_map puts tensor '{}' in '{}', but {} has no such "
-                                   "tensor",
-                                   index_name, name, shard, file.path().string()));
+      return not_found(
+          fmt::format("{}: weight_map puts tensor '{}' in '{}', but {} has no such "
+                      "tensor",
+                      index_name, name, shard, file.path().string()));
     }
     checkpoint.entries_.push_back({info, it->second});
   }
@@ -215,18 +219,20 @@ Expected<Checkpoint> Checkpoint::open_indexed(const std::filesystem::path& dir,
         checkpoint.unindexed_.push_back(info.name);
       } else if (mapped->get_ref<const std::string&>() !=
                  checkpoint.files_[i].path().filename().string()) {
-        return invalid_argument(fmt::format(
-            "{}: tensor '{}' is in {} (where weight_map puts it) and also in {}", index_name,
-            info.name, mapped->get_ref<const std::string&>(), checkpoint.files_[i].path().string()));
+        return invalid_argument(
+            fmt::format("{}: tensor '{}' is in {} (where weight_map puts it) and also in {}",
+                        index_name, info.name, mapped->get_ref<const std::string&>(),
+                        checkpoint.files_[i].path().string()));
       }
     }
   }
   LOCUS_RETURN_IF_ERROR(checkpoint.sort_entries());
   if (!checkpoint.unindexed_.empty()) {
     std::sort(checkpoint.unindexed_.begin(), checkpoint.unindexed_.end());
-    log::warn("{}: {} tensor(s) in the shards are missing from weight_map (first: '{}'); "
-              "loading them anyway",
-              index_name, checkpoint.unindexed_.size(), checkpoint.unindexed_.front());
+    log::warn(
+        "{}: {} tensor(s) in the shards are missing from weight_map (first: '{}'); "
+        "loading them anyway",
+        index_name, checkpoint.unindexed_.size(), checkpoint.unindexed_.front());
   }
   return checkpoint;
 }
@@ -236,10 +242,9 @@ Status Checkpoint::sort_entries() {
             [](const Entry& a, const Entry& b) { return a.info->name < b.info->name; });
   for (size_t i = 1; i < entries_.size(); ++i) {
     if (entries_[i].info->name == entries_[i - 1].info->name) {
-      return invalid_argument(fmt::format("{}: tensor '{}' is in both {} and {}", dir_.string(),
-                                          entries_[i].info->name,
-                                          files_[entries_[i - 1].file].path().string(),
-                                          files_[entries_[i].file].path().string()));
+      return invalid_argument(fmt::format(
+          "{}: tensor '{}' is in both {} and {}", dir_.string(), entries_[i].info->name,
+          files_[entries_[i - 1].file].path().string(), files_[entries_[i].file].path().string()));
     }
   }
   return Status::ok();
@@ -255,7 +260,9 @@ const Checkpoint::Entry* Checkpoint::find(std::string_view name) const {
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(entries_.size());
-  for (const auto& e : entries_) out.push_back(e.info->name);
+  for (const auto& e : entries_) {
+    out.push_back(e.info->name);
+  }
   return out;
 }
 
@@ -279,7 +286,9 @@ Expected<std::filesystem::path> Checkpoint::file_of(std::string_view name) const
 
 uint64_t Checkpoint::total_bytes() const {
   uint64_t total = 0;
-  for (const auto& e : entries_) total += e.info->nbytes();
+  for (const auto& e : entries_) {
+    total += e.info->nbytes();
+  }
   return total;
 }
 

@@ -290,6 +290,12 @@ Expected<ModelConfig> parse_model_config_text(std::string_view json_text,
 Expected<ModelConfig> load_model_config(const std::filesystem::path& model_dir_or_file) {
   std::error_code ec;
   std::filesystem::path file = model_dir_or_file;
+  if (!std::filesystem::exists(file, ec)) {
+    return not_found(fmt::format(
+        "{}: no such file or directory (expected a model directory holding config.json, or a "
+        "config.json file)",
+        file.string()));
+  }
   if (std::filesystem::is_directory(file, ec)) file /= "config.json";
   LOCUS_ASSIGN_OR_RETURN(auto text, read_text_file(file));
   LOCUS_ASSIGN_OR_RETURN(auto cfg, parse_model_config_text(text, file.string()));

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -32,8 +33,9 @@ constexpr int kMaxContainerDepth = 2;
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i)
+  for (int i = 7; i >= 0; --i) {
     v = (v << 8) | p[i];
+  }
   return v;
 }
 
@@ -325,6 +327,14 @@ Expected<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> fi
         fmt::format("{}: header does not start with '{{' (not a safetensors file?)", file_name));
   }
 
+  // nlohmann stops at a NUL byte as if the input ended there, which would accept anything after
+  // it; the Rust crate rejects such a header, and so do we.
+  if (const void* nul = std::memchr(json_begin, 0, static_cast<size_t>(header_size))) {
+    return parse_error(fmt::format(
+        "{}: header has a NUL byte at offset {}", file_name,
+        kLengthPrefixBytes + static_cast<uint64_t>(static_cast<const uint8_t*>(nul) - json_begin)));
+  }
+
   StructureGuard guard;
   Json root;
   try {
@@ -472,8 +482,9 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> out;
   out.reserve(header_->tensors.size());
-  for (const auto& t : header_->tensors)
+  for (const auto& t : header_->tensors) {
     out.push_back(t.name);
+  }
   return out;
 }
 

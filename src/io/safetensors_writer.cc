@@ -130,8 +130,9 @@ Expected<std::string> build_header(const std::filesystem::path& path, const Name
   OrderedJson root = OrderedJson::object();
   if (!metadata.empty()) {
     OrderedJson meta = OrderedJson::object();
-    for (const auto& [key, value] : metadata)
+    for (const auto& [key, value] : metadata) {
       meta[key] = value;
+    }
     root["__metadata__"] = std::move(meta);
   }
   std::unordered_set<std::string_view> seen;
@@ -231,8 +232,9 @@ Status write_sharded_checkpoint(const std::filesystem::path& dir, const NamedTen
     const std::string file_name = sharded_checkpoint_file_name(i + 1, count);
     LOCUS_RETURN_IF_ERROR(
         write_safetensors(dir / file_name, shards[static_cast<size_t>(i)], metadata));
-    for (const auto& [name, tensor] : shards[static_cast<size_t>(i)])
+    for (const auto& [name, tensor] : shards[static_cast<size_t>(i)]) {
       weight_map[name] = file_name;
+    }
   }
   nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                           {"weight_map", std::move(weight_map)}};

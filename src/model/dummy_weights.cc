@@ -50,7 +50,7 @@ Range value_range(const WeightSpec& spec, int64_t owner_fan_in) {
     }
     case WeightRole::kWeightScale: {
       if (spec.dtype == DType::kF8E4M3) return {224.0f, 448.0f};  // NVFP4 group scales
-      float base = linear_bound(owner_fan_in) / 448.0f;             // fp8 block inverse scales
+      float base = linear_bound(owner_fan_in) / 448.0f;           // fp8 block inverse scales
       return {0.75f * base, 1.25f * base};
     }
     case WeightRole::kGlobalScale: {
@@ -66,7 +66,8 @@ Range value_range(const WeightSpec& spec, int64_t owner_fan_in) {
 
 DummyWeights::DummyWeights(WeightLayout layout, uint64_t seed)
     : layout_(std::move(layout)), seed_(seed) {
-  for (size_t i = 0; i < layout_.specs.size(); ++i) index_.emplace(layout_.specs[i].name, i);
+  for (size_t i = 0; i < layout_.specs.size(); ++i)
+    index_.emplace(layout_.specs[i].name, i);
 }
 
 const WeightSpec* DummyWeights::find(std::string_view name) const {
@@ -77,12 +78,15 @@ const WeightSpec* DummyWeights::find(std::string_view name) const {
 std::vector<std::string> DummyWeights::names() const {
   std::vector<std::string> out;
   out.reserve(layout_.specs.size());
-  for (const auto& spec : layout_.specs) out.push_back(spec.name);
+  for (const auto& spec : layout_.specs)
+    out.push_back(spec.name);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-bool DummyWeights::contains(std::string_view name) const { return find(name) != nullptr; }
+bool DummyWeights::contains(std::string_view name) const {
+  return find(name) != nullptr;
+}
 
 Expected<WeightInfo> DummyWeights::info(std::string_view name) const {
   const WeightSpec* spec = find(name);
@@ -103,12 +107,11 @@ Expected<Tensor> DummyWeights::tensor(std::string_view name) const {
 }
 
 std::string DummyWeights::description() const {
-  return fmt::format("dummy weights (seed {}, {} tensors, {:.2f} GB)", seed_,
-                     layout_.specs.size(), static_cast<double>(layout_.total_bytes()) / 1e9);
+  return fmt::format("dummy weights (seed {}, {} tensors, {:.2f} GB)", seed_, layout_.specs.size(),
+                     static_cast<double>(layout_.total_bytes()) / 1e9);
 }
 
-Status DummyWeights::fill(const WeightSpec& spec, int64_t owner_fan_in, uint64_t seed,
-                          void* dst) {
+Status DummyWeights::fill(const WeightSpec& spec, int64_t owner_fan_in, uint64_t seed, void* dst) {
   const int64_t numel = shape_numel(spec.shape);
   if (numel < 0) return invalid_argument(fmt::format("dummy weight '{}': bad shape", spec.name));
   const Range range = value_range(spec, owner_fan_in);
@@ -133,7 +136,8 @@ Status DummyWeights::fill(const WeightSpec& spec, int64_t owner_fan_in, uint64_t
   const size_t element_bits = static_cast<size_t>(dtype_bits(spec.dtype));
   for (int64_t begin = 0; begin < numel; begin += kChunk) {
     int64_t n = std::min(kChunk, numel - begin);
-    for (int64_t i = 0; i < n; ++i) buffer[static_cast<size_t>(i)] = value(begin + i);
+    for (int64_t i = 0; i < n; ++i)
+      buffer[static_cast<size_t>(i)] = value(begin + i);
     LOCUS_RETURN_IF_ERROR(convert_from_f32(buffer.data(), spec.dtype,
                                            out + static_cast<size_t>(begin) * element_bits / 8,
                                            static_cast<size_t>(n))

@@ -70,8 +70,8 @@ bool WeightLayoutBuilder::is_ignored(const std::string& module) const {
   return false;
 }
 
-void WeightLayoutBuilder::tensor(const std::string& name, Dims shape, DType dtype,
-                                 WeightRole role, int64_t fan_in) {
+void WeightLayoutBuilder::tensor(const std::string& name, Dims shape, DType dtype, WeightRole role,
+                                 int64_t fan_in) {
   layout_.specs.push_back(WeightSpec{name, shape, dtype, role, fan_in, ""});
 }
 
@@ -109,8 +109,7 @@ void WeightLayoutBuilder::linear(const std::string& module, int64_t out, int64_t
     }
     // ModelOpt stores packed e2m1 pairs as uint8 [out, in/2].
     tensor(weight, {out, in / 2}, DType::kU8, WeightRole::kLinear, in);
-    tensor(module + ".weight_scale", {out, in / group}, DType::kF8E4M3,
-           WeightRole::kWeightScale);
+    tensor(module + ".weight_scale", {out, in / group}, DType::kF8E4M3, WeightRole::kWeightScale);
     layout_.specs.back().scale_of = weight;
     tensor(module + ".weight_scale_2", {}, DType::kF32, WeightRole::kGlobalScale);
     layout_.specs.back().scale_of = weight;
@@ -199,18 +198,19 @@ Expected<WeightCheckReport> check_weights(const WeightSource& source, const Weig
       continue;
     }
     if (!(info->shape == spec.shape)) {
-      add(fmt::format("tensor '{}' has shape {}, expected {}", spec.name,
-                      info->shape.to_string(), spec.shape.to_string()));
+      add(fmt::format("tensor '{}' has shape {}, expected {}", spec.name, info->shape.to_string(),
+                      spec.shape.to_string()));
     } else if (!dtype_acceptable(spec, info->dtype)) {
-      add(fmt::format("tensor '{}' has dtype {}, expected {}", spec.name,
-                      dtype_name(info->dtype), dtype_name(spec.dtype)));
+      add(fmt::format("tensor '{}' has dtype {}, expected {}", spec.name, dtype_name(info->dtype),
+                      dtype_name(spec.dtype)));
     }
   }
   if (count > 0) {
     std::string message =
         fmt::format("{}: {} tensor{} do not match the model's layout:\n  {}", source.description(),
                     count, count == 1 ? "" : "s", fmt::join(problems, "\n  "));
-    if (count > problems.size()) message += fmt::format("\n  ... and {} more", count - problems.size());
+    if (count > problems.size())
+      message += fmt::format("\n  ... and {} more", count - problems.size());
     return invalid_argument(std::move(message));
   }
   WeightCheckReport report;

@@ -41,9 +41,7 @@ class CheckpointWeights final : public WeightSource {
   std::vector<std::string> names() const override { return checkpoint_.names(); }
   bool contains(std::string_view name) const override { return checkpoint_.contains(name); }
   Expected<WeightInfo> info(std::string_view name) const override;
-  Expected<Tensor> tensor(std::string_view name) const override {
-    return checkpoint_.tensor(name);
-  }
+  Expected<Tensor> tensor(std::string_view name) const override { return checkpoint_.tensor(name); }
   std::string description() const override;
   const Checkpoint& checkpoint() const { return checkpoint_; }
 

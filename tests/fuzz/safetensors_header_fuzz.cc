@@ -35,7 +35,9 @@ void exercise(std::span<const uint8_t> file, const locus::SafetensorsParseOption
     check(tensor->nbytes() == info.nbytes());
     const auto* bytes = static_cast<const uint8_t*>(tensor->raw_data());
     uint8_t x = 0;
-    for (size_t i = 0; i < tensor->nbytes(); ++i) x = static_cast<uint8_t>(x ^ bytes[i]);
+    for (size_t i = 0; i < tensor->nbytes(); ++i) {
+      x = static_cast<uint8_t>(x ^ bytes[i]);
+    }
     sink = static_cast<uint8_t>(sink ^ x);
   }
   (void)sink;

@@ -35,13 +35,14 @@ class CheckpointTest : public ::testing::Test {
 
   // Six 1 KiB tensors; with 2 KiB shards they make three shards of two.
   NamedTensors six_tensors() const {
-    return {{"model.embed_tokens.weight", random_tensor({16, 32}, DType::kBF16, 1)},
-            {"model.layers.0.mlp.experts.0.w1.weight", random_tensor({32, 32}, DType::kF8E4M3, 2)},
-            {"model.layers.0.mlp.experts.0.w1.weight_scale_inv",
-             random_tensor({16, 16}, DType::kF32, 3)},
-            {"model.layers.0.mlp.experts.1.w1.weight", random_tensor({16, 128}, DType::kF4E2M1, 4)},
-            {"model.layers.0.mlp.experts.1.w1.weight_scale", random_tensor({1024}, DType::kUE8M0, 5)},
-            {"lm_head.weight", random_tensor({8, 64}, DType::kF16, 6)}};
+    return {
+        {"model.embed_tokens.weight", random_tensor({16, 32}, DType::kBF16, 1)},
+        {"model.layers.0.mlp.experts.0.w1.weight", random_tensor({32, 32}, DType::kF8E4M3, 2)},
+        {"model.layers.0.mlp.experts.0.w1.weight_scale_inv",
+         random_tensor({16, 16}, DType::kF32, 3)},
+        {"model.layers.0.mlp.experts.1.w1.weight", random_tensor({16, 128}, DType::kF4E2M1, 4)},
+        {"model.layers.0.mlp.experts.1.w1.weight_scale", random_tensor({1024}, DType::kUE8M0, 5)},
+        {"lm_head.weight", random_tensor({8, 64}, DType::kF16, 6)}};
   }
 
   static Tensor random_tensor(const Dims& shape, DType dtype, uint32_t seed) {
@@ -49,7 +50,9 @@ class CheckpointTest : public ::testing::Test {
     if (!t) std::abort();
     std::mt19937 rng(seed);
     auto* bytes = static_cast<uint8_t*>(t->raw_data());
-    for (size_t i = 0; i < t->nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < t->nbytes(); ++i) {
+      bytes[i] = static_cast<uint8_t>(rng());
+    }
     return *t;
   }
 
@@ -87,7 +90,9 @@ void expect_same_tensors(const Checkpoint& checkpoint, const NamedTensors& expec
 TEST_F(CheckpointTest, ThreeShardRoundTrip) {
   auto tensors = six_tensors();
   ASSERT_TRUE(write_sharded_checkpoint(dir_, tensors, 2048, {{"format", "pt"}}).is_ok());
-  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(fs::exists(dir_ / sharded_checkpoint_file_name(i, 3)));
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(fs::exists(dir_ / sharded_checkpoint_file_name(i, 3)));
+  }
   EXPECT_EQ(sharded_checkpoint_file_name(3, 4), "model-00003-of-00004.safetensors");
 
   auto index = read_index();
@@ -230,7 +235,8 @@ TEST_F(CheckpointTest, MalformedIndex) {
     write_text(dir_ / kSafetensorsIndexFileName, c.text);
     auto checkpoint = Checkpoint::open(dir_);
     ASSERT_FALSE(checkpoint.has_value()) << c.text;
-    EXPECT_EQ(checkpoint.error().code(), c.code) << c.text << " -> " << checkpoint.error().to_string();
+    EXPECT_EQ(checkpoint.error().code(), c.code)
+        << c.text << " -> " << checkpoint.error().to_string();
     EXPECT_THAT(checkpoint.error().message(), HasSubstr(std::string(kSafetensorsIndexFileName)));
     EXPECT_THAT(checkpoint.error().message(), HasSubstr(std::string(c.expected))) << c.text;
   }

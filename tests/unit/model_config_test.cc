@@ -122,7 +122,8 @@ TEST(ModelConfigFixtures, Qwen3_30B_A3B) {
   EXPECT_EQ(c.dtype, DType::kBF16);
   EXPECT_FALSE(c.quant.is_quantized());
   EXPECT_EQ(c.num_moe_layers(), 48);
-  expect_near_rel(c.num_parameters(), 30.5e9, 0.01, "total");  // model card: 30.5B / 3.3B
+  // The exact count of the released safetensors (model card: 30.5B total, 3.3B active).
+  EXPECT_EQ(c.num_parameters(), 30'532'122'624);
   expect_near_rel(c.num_active_parameters(), 3.3e9, 0.03, "active");
   EXPECT_DOUBLE_EQ(c.attention_softmax_scale(), 1.0 / std::sqrt(128.0));
 }
@@ -191,8 +192,8 @@ TEST(ModelConfigFixtures, DeepSeekV3) {
   EXPECT_EQ(c.bos_token_id, 0);
   EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{1});
   EXPECT_EQ(c.num_moe_layers(), 58);
-  // Model card: 671B main-model parameters, 37B activated.
-  expect_near_rel(c.num_parameters(), 671e9, 0.01, "total");
+  // README_WEIGHTS: 671B main-model parameters (MTP excluded), 37B activated.
+  EXPECT_EQ(c.num_parameters(), 671'026'419'200);
   expect_near_rel(c.num_active_parameters(), 37e9, 0.03, "active");
   const double m = 0.1 * std::log(40.0) + 1.0;
   EXPECT_NEAR(c.attention_softmax_scale(), m * m / std::sqrt(192.0), 1e-12);
@@ -242,9 +243,11 @@ TEST(ModelConfigFixtures, DeepSeekV2Lite) {
   EXPECT_EQ(c.num_moe_layers(), 26);
   EXPECT_EQ(c.rope.scaling.mscale_all_dim, 0.707);
   EXPECT_FALSE(c.quant.is_quantized());
-  // Model card: 15.7B total, 2.4B activated.
-  expect_near_rel(c.num_parameters(), 15.7e9, 0.02, "total");
-  expect_near_rel(c.num_active_parameters(), 2.4e9, 0.05, "active");
+  // Model card: 15.7B total, 2.4B activated. Vendors differ on whether "activated" counts the
+  // embedding tables; locus counts them (they are read for every token's logits), so the
+  // active comparisons allow for the 0.1-1.2B of embeddings.
+  expect_near_rel(c.num_parameters(), 15.7e9, 0.01, "total");
+  expect_near_rel(c.num_active_parameters(), 2.4e9, 0.12, "active");
 }
 
 TEST(ModelConfigFixtures, Glm45) {
@@ -273,7 +276,7 @@ TEST(ModelConfigFixtures, Glm45) {
   EXPECT_FALSE(c.bos_token_id.has_value());
   // Published 355B total / 32B active include the MTP layer, which is not counted here.
   expect_near_rel(c.num_parameters(), 355e9, 0.03, "total");
-  expect_near_rel(c.num_active_parameters(), 32e9, 0.05, "active");
+  expect_near_rel(c.num_active_parameters(), 32e9, 0.12, "active");
 }
 
 TEST(ModelConfigFixtures, Glm45Air) {
@@ -288,7 +291,7 @@ TEST(ModelConfigFixtures, Glm45Air) {
   EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 1.0);
   EXPECT_EQ(c.num_moe_layers(), 45);
   expect_near_rel(c.num_parameters(), 106e9, 0.03, "total");
-  expect_near_rel(c.num_active_parameters(), 12e9, 0.05, "active");
+  expect_near_rel(c.num_active_parameters(), 12e9, 0.12, "active");
 }
 
 TEST(ModelConfigFixtures, MiniMaxM2) {
@@ -318,7 +321,7 @@ TEST(ModelConfigFixtures, MiniMaxM2) {
             (std::vector<std::string>{"gate", "e_score_correction_bias", "lm_head"}));
   // Model card: 230B total, 10B activated.
   expect_near_rel(c.num_parameters(), 229e9, 0.02, "total");
-  expect_near_rel(c.num_active_parameters(), 10e9, 0.05, "active");
+  expect_near_rel(c.num_active_parameters(), 10e9, 0.12, "active");
 }
 
 TEST(ModelConfigFixtures, Mixtral8x7B) {
@@ -336,9 +339,9 @@ TEST(ModelConfigFixtures, Mixtral8x7B) {
   EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
   EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
   EXPECT_EQ(c.num_moe_layers(), 32);
-  // Mistral: 46.7B total, 12.9B active.
-  expect_near_rel(c.num_parameters(), 46.7e9, 0.01, "total");
-  expect_near_rel(c.num_active_parameters(), 12.9e9, 0.01, "active");
+  // Mistral's published 46.7B / 12.9B, exactly.
+  EXPECT_EQ(c.num_parameters(), 46'702'792'704);
+  EXPECT_EQ(c.num_active_parameters(), 12'879'925'248);
 }
 
 TEST(ModelConfigFixtures, Nvfp4FromHfQuantConfig) {
@@ -672,7 +675,7 @@ class TempDir {
 
 TEST(ModelConfigFiles, MissingDirectoryIsNotFound) {
   auto c = load_model_config(fixture("no-such-model"));
-  expect_error(c, ErrorCode::kNotFound, {"no-such-model", "config.json"});
+  expect_error(c, ErrorCode::kNotFound, {"no-such-model", "no such file or directory"});
 }
 
 TEST(ModelConfigFiles, MalformedFileIsParseError) {

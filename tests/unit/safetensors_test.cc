@@ -43,7 +43,9 @@ Tensor random_tensor(const Dims& shape, DType dtype, uint32_t seed) {
   if (!t) std::abort();
   std::mt19937 rng(seed);
   auto* bytes = static_cast<uint8_t*>(t->raw_data());
-  for (size_t i = 0; i < t->nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+  for (size_t i = 0; i < t->nbytes(); ++i) {
+    bytes[i] = static_cast<uint8_t>(rng());
+  }
   return *t;
 }
 
@@ -57,7 +59,9 @@ std::vector<uint8_t> make_file(std::string_view json, const std::vector<uint8_t>
                                std::optional<uint64_t> declared_length = std::nullopt) {
   uint64_t n = declared_length.value_or(json.size());
   std::vector<uint8_t> out;
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  }
   out.insert(out.end(), json.begin(), json.end());
   out.insert(out.end(), data.begin(), data.end());
   return out;
@@ -70,7 +74,8 @@ Expected<SafetensorsHeader> parse(const std::vector<uint8_t>& file,
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // Asserts the parse fails with `code` and a message that names the file and each of `parts`.
@@ -81,7 +86,9 @@ void expect_error(const std::vector<uint8_t>& file, ErrorCode code,
   ASSERT_FALSE(header.has_value()) << "parsed a malformed file";
   EXPECT_EQ(header.error().code(), code) << header.error().to_string();
   EXPECT_THAT(header.error().message(), HasSubstr("t.safetensors"));
-  for (auto part : parts) EXPECT_THAT(header.error().message(), HasSubstr(std::string(part)));
+  for (auto part : parts) {
+    EXPECT_THAT(header.error().message(), HasSubstr(std::string(part)));
+  }
 }
 
 std::string entry(std::string_view name, std::string_view dtype, std::string_view shape,
@@ -101,7 +108,9 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtypeByteForByte) {
     tensors.emplace_back(name + ".matrix", random_tensor({3, 4}, dtype, seed++));
     tensors.emplace_back(name + ".cube", random_tensor({2, 3, 6}, dtype, seed++));
     tensors.emplace_back(name + ".empty", random_tensor({0, 4}, dtype, seed++));
-    if (!is_sub_byte(dtype)) tensors.emplace_back(name + ".scalar", random_tensor({}, dtype, seed++));
+    if (!is_sub_byte(dtype)) {
+      tensors.emplace_back(name + ".scalar", random_tensor({}, dtype, seed++));
+    }
   }
   auto path = dir_ / "all.safetensors";
   ASSERT_TRUE(write_safetensors(path, tensors).is_ok());
@@ -126,17 +135,22 @@ TEST_F(SafetensorsTest, HeaderIsLaidOutLikeTheRustCrate) {
   auto path = dir_ / "a.safetensors";
   ASSERT_TRUE(write_safetensors(path, {{"a", a}}, {{"format", "pt"}}).is_ok());
   std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   const std::string json =
       R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
   const size_t padded = (json.size() + 7) / 8 * 8;
   ASSERT_EQ(bytes.size(), 8 + padded + 16);
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[static_cast<size_t>(i)];
+  for (int i = 7; i >= 0; --i) {
+    n = (n << 8) | bytes[static_cast<size_t>(i)];
+  }
   EXPECT_EQ(n, padded);
   EXPECT_EQ(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(json.size())),
             json);
-  for (size_t i = 8 + json.size(); i < 8 + padded; ++i) EXPECT_EQ(bytes[i], ' ');
+  for (size_t i = 8 + json.size(); i < 8 + padded; ++i) {
+    EXPECT_EQ(bytes[i], ' ');
+  }
 }
 
 TEST_F(SafetensorsTest, ReadsTheRustCrateDocExample) {
@@ -166,7 +180,7 @@ TEST_F(SafetensorsTest, ViewsAreZeroCopyAndOutliveTheFile) {
     EXPECT_EQ(p, mapped.data() + file->header().data_offset);
     EXPECT_FALSE(t->storage()->is_owning());
     view = *t;
-  }  // the SafetensorsFile is gone; the view keeps the mapping alive
+  }                  // the SafetensorsFile is gone; the view keeps the mapping alive
   fs::remove(path);  // even the name is gone
   EXPECT_EQ(tensor_bytes(view), tensor_bytes(w));
 }
@@ -234,8 +248,8 @@ TEST_F(SafetensorsTest, OpenReportsHeaderErrorsWithThePath) {
   EXPECT_EQ(tiny.error().code(), ErrorCode::kParseError);
   EXPECT_THAT(tiny.error().message(), HasSubstr(path.string()));
 
-  std::string json = "{" + entry("model.layers.7.mlp.experts.3.w1.weight", "U8", "[128]",
-                                 "[912,1040]") + "}";
+  std::string json =
+      "{" + entry("model.layers.7.mlp.experts.3.w1.weight", "U8", "[128]", "[912,1040]") + "}";
   write_bytes(path, make_file(json, std::vector<uint8_t>(1000, 0)));
   auto truncated = SafetensorsFile::open(path);
   ASSERT_FALSE(truncated.has_value());
@@ -293,7 +307,9 @@ TEST(SafetensorsMalformed, HeaderNotJsonOrNotAnObject) {
   expect_error(make_file(""), ErrorCode::kParseError, {"start with '{'"});
   expect_error(make_file(" {}"), ErrorCode::kParseError, {"start with '{'"});
   // The crate pads with spaces; NUL padding is not JSON whitespace and is rejected like there.
-  expect_error(make_file(std::string("{}\0\0\0\0\0\0", 8)), ErrorCode::kParseError, {"JSON"});
+  expect_error(make_file(std::string("{}\0\0\0\0\0\0", 8)), ErrorCode::kParseError, {"NUL"});
+  // nlohmann alone would stop at the NUL and accept the trailing garbage.
+  expect_error(make_file(std::string("{}\0 junk!", 10)), ErrorCode::kParseError, {"NUL"});
   expect_error(make_file("{\"\xff\":1}"), ErrorCode::kParseError, {"JSON"});  // not UTF-8
 }
 
@@ -385,18 +401,18 @@ TEST(SafetensorsMalformed, BadOffsets) {
 }
 
 TEST(SafetensorsMalformed, SizeDoesNotMatchDtypeTimesShape) {
-  expect_error(make_file("{" + entry("w", "F32", "[2,2]", "[0,12]") + "}",
-                         std::vector<uint8_t>(12, 0)),
-               ErrorCode::kInvalidArgument, {"tensor 'w'", "hold 12 bytes", "needs 16"});
+  expect_error(
+      make_file("{" + entry("w", "F32", "[2,2]", "[0,12]") + "}", std::vector<uint8_t>(12, 0)),
+      ErrorCode::kInvalidArgument, {"tensor 'w'", "hold 12 bytes", "needs 16"});
 }
 
 TEST(SafetensorsMalformed, OverlappingTensors) {
-  std::string json = "{" + entry("a", "F32", "[4]", "[0,16]") + "," +
-                     entry("b", "F32", "[4]", "[8,24]") + "}";
+  std::string json =
+      "{" + entry("a", "F32", "[4]", "[0,16]") + "," + entry("b", "F32", "[4]", "[8,24]") + "}";
   expect_error(make_file(json, std::vector<uint8_t>(24, 0)), ErrorCode::kInvalidArgument,
                {"tensor 'b'", "overlap tensor 'a'", "[0, 16)"});
-  std::string same = "{" + entry("a", "F32", "[4]", "[0,16]") + "," +
-                     entry("b", "I32", "[4]", "[0,16]") + "}";
+  std::string same =
+      "{" + entry("a", "F32", "[4]", "[0,16]") + "," + entry("b", "I32", "[4]", "[0,16]") + "}";
   expect_error(make_file(same, std::vector<uint8_t>(16, 0)), ErrorCode::kInvalidArgument,
                {"overlap"});
   SafetensorsParseOptions lenient;
@@ -406,8 +422,8 @@ TEST(SafetensorsMalformed, OverlappingTensors) {
 }
 
 TEST(SafetensorsMalformed, HolesAndTrailingBytes) {
-  std::string hole = "{" + entry("a", "U8", "[8]", "[0,8]") + "," +
-                     entry("b", "U8", "[8]", "[16,24]") + "}";
+  std::string hole =
+      "{" + entry("a", "U8", "[8]", "[0,8]") + "," + entry("b", "U8", "[8]", "[16,24]") + "}";
   auto with_hole = make_file(hole, std::vector<uint8_t>(24, 0));
   expect_error(with_hole, ErrorCode::kInvalidArgument,
                {"tensor 'b'", "bytes [8, 16)", "without holes"});
@@ -428,8 +444,8 @@ TEST(SafetensorsMalformed, HolesAndTrailingBytes) {
 
 TEST(SafetensorsMalformed, EmptyTensorsMayShareAnOffset) {
   std::string json = "{" + entry("a", "F32", "[0]", "[4,4]") + "," +
-                     entry("b", "F32", "[0,3]", "[4,4]") + "," +
-                     entry("c", "F32", "[1]", "[0,4]") + "}";
+                     entry("b", "F32", "[0,3]", "[4,4]") + "," + entry("c", "F32", "[1]", "[0,4]") +
+                     "}";
   auto header = parse(make_file(json, std::vector<uint8_t>(4, 0)));
   ASSERT_TRUE(header.has_value()) << header.error().to_string();
   EXPECT_EQ(header->tensors.size(), 3u);
@@ -481,15 +497,17 @@ TEST_F(SafetensorsTest, WriterReplacesAtomicallyAndLeavesNoTemporary) {
   EXPECT_TRUE(after->contains("b"));
   EXPECT_FALSE(after->contains("a"));
   int entries = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++entries;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) {
+    ++entries;
+  }
   EXPECT_EQ(entries, 1);
 }
 
 // ---- The fuzz seeds stay meaningful ---------------------------------------------------------
 
 TEST(SafetensorsCorpus, SeedsParseOrFailAsTheirNamesSay) {
-  fs::path corpus = fs::path(LOCUS_TEST_DATA_DIR) / ".." / "fuzz" / "corpus" /
-                    "safetensors_header_fuzz";
+  fs::path corpus =
+      fs::path(LOCUS_TEST_DATA_DIR) / ".." / "fuzz" / "corpus" / "safetensors_header_fuzz";
   ASSERT_TRUE(fs::is_directory(corpus)) << corpus;
   int valid = 0;
   int invalid = 0;

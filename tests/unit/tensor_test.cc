@@ -36,7 +36,8 @@ TEST(Tensor, EmptyAllocatesAlignedContiguousHostMemory) {
 TEST(Tensor, ZerosAreZero) {
   auto t = Tensor::zeros({3, 5}, DType::kF32);
   ASSERT_TRUE(t);
-  for (int i = 0; i < 15; ++i) EXPECT_EQ(t->data<float>()[i], 0.0f);
+  for (int i = 0; i < 15; ++i)
+    EXPECT_EQ(t->data<float>()[i], 0.0f);
 }
 
 TEST(Tensor, PackedFp4CountsHalfBytesAndNeedsEvenRows) {

@@ -56,14 +56,15 @@ TEST_P(EveryFixture, LayoutMatchesTheConfigsParameterCount) {
   EXPECT_EQ(layout_parameters(layout), config.num_parameters()) << config.summary();
   // Names are unique.
   std::set<std::string> names;
-  for (const auto& s : layout.specs) EXPECT_TRUE(names.insert(s.name).second) << s.name;
+  for (const auto& s : layout.specs)
+    EXPECT_TRUE(names.insert(s.name).second) << s.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, EveryFixture,
                          testing::Values("deepseek-v3", "kimi-k2-instruct", "deepseek-v2-lite",
-                                         "glm-4.5", "glm-4.5-air", "minimax-m2",
-                                         "qwen3-30b-a3b", "qwen3-235b-a22b",
-                                         "mixtral-8x7b-v0.1", "qwen3-30b-a3b-nvfp4"));
+                                         "glm-4.5", "glm-4.5-air", "minimax-m2", "qwen3-30b-a3b",
+                                         "qwen3-235b-a22b", "mixtral-8x7b-v0.1",
+                                         "qwen3-30b-a3b-nvfp4"));
 
 TEST(WeightLayout, Qwen3MoeNamesAndShapes) {
   WeightLayout l = layout_of(fixture("qwen3-30b-a3b"));
@@ -107,8 +108,7 @@ TEST(WeightLayout, DeepseekV2LiteProjectsQDirectly) {
   expect_spec(l, "model.layers.1.self_attn.q_proj.weight", {16 * 192, 2048}, DType::kBF16);
   EXPECT_EQ(l.find("model.layers.1.self_attn.q_a_proj.weight"), nullptr);
   EXPECT_EQ(l.find("model.layers.1.mlp.gate.e_score_correction_bias"), nullptr);  // softmax
-  expect_spec(l, "model.layers.1.mlp.shared_experts.down_proj.weight", {2048, 2816},
-              DType::kBF16);
+  expect_spec(l, "model.layers.1.mlp.shared_experts.down_proj.weight", {2048, 2816}, DType::kBF16);
 }
 
 TEST(WeightLayout, KimiK2Has384Experts) {
@@ -220,7 +220,8 @@ TEST(DummyWeights, ValuesFollowTheRoleRanges) {
   ASSERT_TRUE(norm);
   std::vector<float> v(static_cast<size_t>(norm->numel()));
   ASSERT_TRUE(convert_to_f32(norm->dtype(), norm->raw_data(), v.data(), v.size()).is_ok());
-  for (float x : v) EXPECT_NEAR(x, 1.0f, 0.1f + 0.00391f);
+  for (float x : v)
+    EXPECT_NEAR(x, 1.0f, 0.1f + 0.00391f);
 
   // An fp8 weight times its block scale stays within sqrt(3/fan_in) and is not degenerate.
   const std::string m = "model.layers.1.mlp.experts.0.gate_proj";
@@ -323,7 +324,8 @@ TEST(CheckWeights, DummyCheckpointRoundTripAndMismatches) {
       widened.emplace_back(name, t);
     }
   }
-  widened.emplace_back("model.layers.2.input_layernorm.weight", *Tensor::zeros({256}, DType::kBF16));
+  widened.emplace_back("model.layers.2.input_layernorm.weight",
+                       *Tensor::zeros({256}, DType::kBF16));
   fs::path wide_dir = fs::path(testing::TempDir()) / "locus_dummy_widened";
   fs::remove_all(wide_dir);
   ASSERT_TRUE(write_sharded_checkpoint(wide_dir, widened, 1 << 20).is_ok());

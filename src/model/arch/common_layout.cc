@@ -5,7 +5,9 @@
 
 namespace locus::arch {
 
-std::string layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.", layer); }
+std::string layer_prefix(int64_t layer) {
+  return fmt::format("model.layers.{}.", layer);
+}
 
 void append_layer_norms(WeightLayoutBuilder& b, int64_t layer) {
   const std::string p = layer_prefix(layer);

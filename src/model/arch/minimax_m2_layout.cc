@@ -13,9 +13,10 @@ void append_minimax_m2_layer(WeightLayoutBuilder& b, int64_t layer) {
   const std::string moe_prefix = layer_prefix(layer) + "block_sparse_moe";
   if (c.moe.shared_expert_intermediate_size > 0) {
     // MiniMax-M2 ships none; a variant with shared experts needs their names confirmed first.
-    b.fail(unsupported(fmt::format("{}: MiniMaxM2 with shared experts (shared_intermediate_size "
-                                   "{}) is not supported",
-                                   c.source_name, c.moe.shared_expert_intermediate_size)));
+    b.fail(
+        unsupported(fmt::format("{}: MiniMaxM2 with shared experts (shared_intermediate_size "
+                                "{}) is not supported",
+                                c.source_name, c.moe.shared_expert_intermediate_size)));
     return;
   }
   append_layer_norms(b, layer);
