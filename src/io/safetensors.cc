@@ -5,11 +5,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -17,7 +19,6 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <system_error>
-#include <unordered_set>
 #include <utility>
 
 namespace locus {
@@ -26,10 +27,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr uint64_t kLengthPrefixBytes = 8;
-// Containers nest at most three deep in a valid header: the top object (depth 0), a tensor entry
-// or __metadata__ (1), shape and data_offsets (2). Anything deeper is rejected while parsing, so a
-// hostile header cannot build a deep tree.
-constexpr int kMaxContainerDepth = 2;
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -39,12 +36,12 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-// A JSON value as a short, printable snippet for error messages.
-std::string snippet(const Json& value) {
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+// Describes a JSON scalar for an error message: `a number (2.5)`, `a string ("x")`.
+std::string describe(std::string_view kind, std::string_view text) {
   constexpr size_t kMax = 40;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
+  std::string shown(text.substr(0, kMax));
+  if (text.size() > kMax) shown += "...";
+  return fmt::format("{} ({})", kind, shown);
 }
 
 std::string supported_dtype_names() {
@@ -58,60 +55,6 @@ std::string supported_dtype_names() {
   return names;
 }
 
-// nlohmann keeps the last of duplicate keys without telling; for a checkpoint that would silently
-// pick one of two tensors with the same name, so the parser callback records duplicates and
-// excessive nesting, and the caller turns them into errors.
-class StructureGuard {
- public:
-  bool on_event(int depth, Json::parse_event_t event, const Json& parsed) {
-    if (!problem_.empty()) return false;  // already failed: discard the rest, build nothing
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        if (depth > kMaxContainerDepth) {
-          problem_ =
-              fmt::format("JSON nests deeper than a safetensors header allows{}", where(depth));
-          return false;
-        }
-        if (event == Json::parse_event_t::object_start) {
-          auto level = static_cast<size_t>(depth) + 1;
-          if (keys_.size() <= level) keys_.resize(level + 1);
-          if (last_key_.size() <= level) last_key_.resize(level + 1);
-          keys_[level].clear();
-        }
-        return true;
-      case Json::parse_event_t::key: {
-        auto level = static_cast<size_t>(depth);
-        if (level >= keys_.size()) return true;  // cannot happen: a key follows object_start
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!keys_[level].insert(key).second) {
-          problem_ = level <= 1 ? fmt::format("duplicate key '{}' in the header", key)
-                                : fmt::format("duplicate key '{}' in entry '{}'", key,
-                                              last_key_[level - 1]);
-          return false;
-        }
-        last_key_[level] = key;
-        return true;
-      }
-      default:
-        return true;
-    }
-  }
-
-  const std::string& problem() const { return problem_; }
-
- private:
-  // Names the top-level entry (the tensor) a nested value sits in.
-  std::string where(int depth) const {
-    if (depth >= 2 && last_key_.size() > 1) return fmt::format(" (in entry '{}')", last_key_[1]);
-    return "";
-  }
-
-  std::vector<std::unordered_set<std::string>> keys_;  // keys seen, per object nesting level
-  std::vector<std::string> last_key_;                  // the latest key per level, for messages
-  std::string problem_;
-};
-
 // Checked a*b for unsigned 64-bit values.
 bool multiply_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return true;
@@ -119,120 +62,303 @@ bool multiply_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   return false;
 }
 
-Expected<uint64_t> json_to_u64(const Json& value) {
-  if (value.is_number_unsigned()) return value.get<uint64_t>();
-  // nlohmann stores non-negative integers as unsigned; a signed integer here is negative.
-  if (value.is_number_integer()) return out_of_range("negative");
-  return invalid_argument("not an integer");
-}
+// Builds a SafetensorsHeader straight from nlohmann's SAX events, with no JSON tree in between.
+// A tree would cost memory proportional to a hostile header, nlohmann's DOM silently keeps the
+// last of duplicate keys, and its callback parser rescans the parent object after every entry
+// (quadratic: 2000 tensors took 18 ms, most of it in that rescan). Every event is checked against
+// the one shape a header may have, and the first mismatch stops the parse.
+class HeaderBuilder {
+ public:
+  HeaderBuilder(std::string_view file, SafetensorsHeader* header) : file_(file), header_(header) {}
 
-Expected<SafetensorsTensorInfo> parse_tensor_entry(std::string_view file, const std::string& name,
-                                                   const Json& entry, uint64_t data_size) {
-  auto fail = [&](Status s) {
-    return Status(s.code(), fmt::format("{}: tensor '{}': {}", file, name, s.message()));
-  };
-  if (!entry.is_object()) {
-    return fail(invalid_argument(fmt::format(
-        "entry must be an object with dtype, shape and data_offsets, got {}", entry.type_name())));
+  const Status& status() const { return status_; }
+
+  // ---- nlohmann SAX interface ----
+  bool null() { return scalar("null", "null"); }
+  bool boolean(bool value) { return scalar("a boolean", value ? "true" : "false"); }
+  bool number_integer(int64_t value) {
+    // nlohmann reports non-negative integers as unsigned, so this one is negative.
+    return scalar("a negative number", std::to_string(value));
   }
-  for (const auto& item : entry.items()) {
-    const std::string& key = item.key();
-    if (key != "dtype" && key != "shape" && key != "data_offsets") {
+  bool number_unsigned(uint64_t value) {
+    if (depth_ == 3) return array_number(value);
+    return scalar("a number", std::to_string(value));
+  }
+  bool number_float(double, const std::string& text) { return scalar("a number", text); }
+  bool string(std::string& value) {
+    if (depth_ == 2 && in_metadata_) {
+      header_->metadata.emplace(std::move(key_), std::move(value));
+      return true;
+    }
+    if (depth_ == 2 && field_ == Field::kDtype) return set_dtype(value);
+    return scalar("a string", "\"" + value + "\"");
+  }
+  bool binary(Json::binary_t&) { return scalar("binary data", ""); }  // not produced from JSON text
+
+  bool start_object(size_t) {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    if (depth_ == 1) {
+      depth_ = 2;
+      if (in_metadata_) return true;
+      entry_ = RawEntry{};
+      entry_.name = std::move(key_);
+      field_ = Field::kNone;
+      return true;
+    }
+    return container("an object");
+  }
+  bool end_object() {
+    if (depth_ == 2) {
+      depth_ = 1;
+      if (in_metadata_) {
+        in_metadata_ = false;
+        return true;
+      }
+      return finish_entry();
+    }
+    depth_ = 0;
+    return true;
+  }
+  bool start_array(size_t) {
+    if (depth_ == 2 && !in_metadata_ && (field_ == Field::kShape || field_ == Field::kOffsets)) {
+      depth_ = 3;
+      array_length_ = 0;
+      return true;
+    }
+    return container("an array");
+  }
+  bool end_array() {
+    depth_ = 2;
+    if (field_ == Field::kShape) {
+      entry_.rank = array_length_;
+      if (array_length_ > static_cast<size_t>(kMaxDims)) {
+        return fail(unsupported(fmt::format("shape has {} dimensions; locus supports at most {}",
+                                            array_length_, kMaxDims)));
+      }
+    } else if (array_length_ != 2) {
+      return fail(invalid_argument(fmt::format(
+          "data_offsets must be [begin, end], got an array of {} values", array_length_)));
+    }
+    return true;
+  }
+  bool key(std::string& key) {
+    if (depth_ == 1) {
+      if (key == "__metadata__") {
+        if (seen_metadata_)
+          return fail(locus::parse_error("duplicate key '__metadata__' in the header"));
+        seen_metadata_ = in_metadata_ = true;
+      }
+      key_ = std::move(key);
+      return true;
+    }
+    if (in_metadata_) {
+      if (header_->metadata.count(key) != 0) {
+        return fail(locus::parse_error(fmt::format("duplicate key '{}'", key)));
+      }
+      key_ = std::move(key);
+      return true;
+    }
+    Field field = key == "dtype"          ? Field::kDtype
+                  : key == "shape"        ? Field::kShape
+                  : key == "data_offsets" ? Field::kOffsets
+                                          : Field::kNone;
+    if (field == Field::kNone) {
       return fail(invalid_argument(fmt::format(
           "unexpected field '{}' (an entry has exactly dtype, shape and data_offsets)", key)));
     }
+    const auto bit = 1u << static_cast<unsigned>(field);
+    if ((entry_.fields_seen & bit) != 0) {
+      return fail(locus::parse_error(fmt::format("duplicate key '{}'", key)));
+    }
+    entry_.fields_seen |= bit;
+    field_ = field;
+    return true;
   }
-  for (const char* field : {"dtype", "shape", "data_offsets"}) {
-    if (!entry.contains(field)) return fail(invalid_argument(fmt::format("missing '{}'", field)));
+  bool parse_error(size_t position, const std::string&, const Json::exception& e) {
+    status_ = locus::parse_error(fmt::format("{}: header is not valid JSON (at byte {}): {}", file_,
+                                             kLengthPrefixBytes + position, e.what()));
+    return false;
   }
 
-  SafetensorsTensorInfo info;
-  info.name = name;
+ private:
+  enum class Field : unsigned { kNone, kDtype, kShape, kOffsets };
 
-  const Json& dtype = entry["dtype"];
-  if (!dtype.is_string()) {
-    return fail(invalid_argument(fmt::format("dtype must be a string, got {}", snippet(dtype))));
-  }
-  auto parsed_dtype = dtype_from_safetensors(dtype.get_ref<const std::string&>());
-  if (!parsed_dtype) {
-    return fail(unsupported(fmt::format("dtype {} is not supported (locus reads {})",
-                                        snippet(dtype), supported_dtype_names())));
-  }
-  info.dtype = *parsed_dtype;
+  struct RawEntry {
+    std::string name;
+    unsigned fields_seen = 0;
+    DType dtype = DType::kF32;
+    std::array<uint64_t, kMaxDims> dims{};
+    size_t rank = 0;
+    std::array<uint64_t, 2> offsets{};
+  };
 
-  const Json& shape = entry["shape"];
-  if (!shape.is_array()) {
-    return fail(invalid_argument(fmt::format("shape must be an array, got {}", snippet(shape))));
+  // Prefixes the file and, inside an entry, the tensor.
+  bool fail(Status s) {
+    if (depth_ >= 2 && !in_metadata_) {
+      status_ =
+          Status(s.code(), fmt::format("{}: tensor '{}': {}", file_, entry_.name, s.message()));
+    } else if (in_metadata_) {
+      status_ = Status(s.code(), fmt::format("{}: __metadata__: {}", file_, s.message()));
+    } else {
+      status_ = Status(s.code(), fmt::format("{}: {}", file_, s.message()));
+    }
+    return false;
   }
-  if (shape.size() > static_cast<size_t>(kMaxDims)) {
-    return fail(unsupported(
-        fmt::format("shape has {} dimensions; locus supports at most {}", shape.size(), kMaxDims)));
-  }
-  uint64_t numel = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    auto dim = json_to_u64(shape[i]);
-    if (!dim) {
+
+  // A scalar where it does not belong (numbers in arrays are handled by array_number).
+  bool scalar(std::string_view kind, std::string_view text) {
+    std::string what = describe(kind, text);
+    if (depth_ == 1) {
+      if (in_metadata_) {
+        return fail(invalid_argument(
+            fmt::format("must be an object mapping strings to strings, got {}", what)));
+      }
       return fail(invalid_argument(fmt::format(
-          "shape[{}] is {}; sizes must be non-negative integers", i, snippet(shape[i]))));
+          "tensor '{}': entry must be an object with dtype, shape and data_offsets, got {}", key_,
+          what)));
     }
-    if (*dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        multiply_overflows(numel, *dim, &numel) ||
-        numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return fail(out_of_range(
-          fmt::format("shape {} has more elements than fit in 64 bits", snippet(shape))));
+    if (depth_ == 2 && in_metadata_) {
+      return fail(
+          invalid_argument(fmt::format("must map strings to strings; '{}' is {}", key_, what)));
     }
-    info.shape.push_back(static_cast<int64_t>(*dim));
+    if (depth_ == 2) {
+      switch (field_) {
+        case Field::kDtype:
+          return fail(invalid_argument(fmt::format("dtype must be a string, got {}", what)));
+        case Field::kShape:
+          return fail(invalid_argument(fmt::format("shape must be an array, got {}", what)));
+        default:
+          return fail(
+              invalid_argument(fmt::format("data_offsets must be [begin, end], got {}", what)));
+      }
+    }
+    if (depth_ == 3) {
+      if (field_ == Field::kShape) {
+        return fail(invalid_argument(fmt::format(
+            "shape[{}] is {}; sizes must be non-negative integers", array_length_, what)));
+      }
+      return fail(invalid_argument(fmt::format(
+          "data_offsets[{}] is {}; offsets must be non-negative integers", array_length_, what)));
+    }
+    return fail(locus::parse_error(fmt::format("header must be a JSON object, got {}", what)));
   }
-  uint64_t nbits = 0;
-  if (multiply_overflows(numel, static_cast<uint64_t>(dtype_bits(info.dtype)), &nbits)) {
-    return fail(
-        out_of_range(fmt::format("{}{} has more bits than fit in 64 bits",
-                                 dtype.get_ref<const std::string&>(), info.shape.to_string())));
-  }
-  if (nbits % 8 != 0) {
-    return fail(invalid_argument(fmt::format("{}{} holds {} bits, not a whole number of bytes",
-                                             dtype.get_ref<const std::string&>(),
-                                             info.shape.to_string(), nbits)));
-  }
-  // locus packs fp4 two per byte along the last dimension, so a row must not end mid-byte.
-  if (is_sub_byte(info.dtype) && !info.shape.empty() &&
-      info.shape[info.shape.size() - 1] % 2 != 0) {
-    return fail(unsupported(fmt::format(
-        "{}{}: packed {} needs an even last dimension (two elements per byte along it)",
-        dtype.get_ref<const std::string&>(), info.shape.to_string(), dtype_name(info.dtype))));
-  }
-  uint64_t nbytes = nbits / 8;
 
-  const Json& offsets = entry["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2) {
-    return fail(invalid_argument(
-        fmt::format("data_offsets must be [begin, end], got {}", snippet(offsets))));
+  bool container(std::string_view kind) {
+    if (depth_ >= 3) {
+      return fail(locus::parse_error("JSON nests deeper than a safetensors header allows"));
+    }
+    if (depth_ == 1) {
+      if (in_metadata_) {
+        return fail(invalid_argument(
+            fmt::format("must be an object mapping strings to strings, got {}", kind)));
+      }
+      return fail(invalid_argument(fmt::format(
+          "tensor '{}': entry must be an object with dtype, shape and data_offsets, got {}", key_,
+          kind)));
+    }
+    return scalar(kind, "...");
   }
-  auto begin = json_to_u64(offsets[0]);
-  auto end = json_to_u64(offsets[1]);
-  if (!begin || !end) {
-    return fail(invalid_argument(
-        fmt::format("data_offsets {} must be two non-negative integers", snippet(offsets))));
+
+  bool array_number(uint64_t value) {
+    if (field_ == Field::kShape) {
+      if (array_length_ < static_cast<size_t>(kMaxDims)) entry_.dims[array_length_] = value;
+    } else if (array_length_ < 2) {
+      entry_.offsets[array_length_] = value;
+    }
+    ++array_length_;
+    return true;
   }
-  info.data_begin = *begin;
-  info.data_end = *end;
-  if (info.data_begin > info.data_end) {
-    return fail(invalid_argument(
-        fmt::format("data offsets [{}, {}) are reversed", info.data_begin, info.data_end)));
+
+  bool set_dtype(const std::string& name) {
+    auto dtype = dtype_from_safetensors(name);
+    if (!dtype) {
+      constexpr size_t kMax = 40;
+      std::string shown = name.size() > kMax ? name.substr(0, kMax) + "..." : name;
+      return fail(unsupported(fmt::format("dtype \"{}\" is not supported (locus reads {})", shown,
+                                          supported_dtype_names())));
+    }
+    entry_.dtype = *dtype;
+    return true;
   }
-  if (info.data_end - info.data_begin != nbytes) {
-    return fail(invalid_argument(
-        fmt::format("data offsets [{}, {}) hold {} bytes but {}{} needs {}", info.data_begin,
-                    info.data_end, info.data_end - info.data_begin,
-                    dtype.get_ref<const std::string&>(), info.shape.to_string(), nbytes)));
+
+  // All fields are in: check them against each other and against the data region.
+  bool finish_entry() {
+    depth_ = 2;  // errors below still name the tensor
+    for (Field f : {Field::kDtype, Field::kShape, Field::kOffsets}) {
+      if ((entry_.fields_seen & (1u << static_cast<unsigned>(f))) == 0) {
+        static constexpr std::string_view kNames[] = {"", "dtype", "shape", "data_offsets"};
+        return fail(
+            invalid_argument(fmt::format("missing '{}'", kNames[static_cast<unsigned>(f)])));
+      }
+    }
+    SafetensorsTensorInfo info;
+    info.dtype = entry_.dtype;
+    const std::string_view dtype_text = dtype_info(entry_.dtype).safetensors_name;
+    const auto dims = std::span<const uint64_t>(entry_.dims.data(), entry_.rank);
+    uint64_t numel = 1;
+    for (uint64_t dim : dims) {
+      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          multiply_overflows(numel, dim, &numel) ||
+          numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return fail(out_of_range(fmt::format("shape [{}] has more elements than fit in 64 bits",
+                                             fmt::join(dims, ", "))));
+      }
+    }
+    for (uint64_t dim : dims)
+      info.shape.push_back(static_cast<int64_t>(dim));
+    uint64_t nbits = 0;
+    if (multiply_overflows(numel, static_cast<uint64_t>(dtype_bits(info.dtype)), &nbits)) {
+      return fail(out_of_range(fmt::format("{}{} has more bits than fit in 64 bits", dtype_text,
+                                           info.shape.to_string())));
+    }
+    if (nbits % 8 != 0) {
+      return fail(invalid_argument(fmt::format("{}{} holds {} bits, not a whole number of bytes",
+                                               dtype_text, info.shape.to_string(), nbits)));
+    }
+    // locus packs fp4 two per byte along the last dimension, so a row must not end mid-byte.
+    if (is_sub_byte(info.dtype) && !info.shape.empty() &&
+        info.shape[info.shape.size() - 1] % 2 != 0) {
+      return fail(unsupported(fmt::format(
+          "{}{}: packed {} needs an even last dimension (two elements per byte along it)",
+          dtype_text, info.shape.to_string(), dtype_name(info.dtype))));
+    }
+    const uint64_t nbytes = nbits / 8;
+    info.data_begin = entry_.offsets[0];
+    info.data_end = entry_.offsets[1];
+    if (info.data_begin > info.data_end) {
+      return fail(invalid_argument(
+          fmt::format("data offsets [{}, {}) are reversed", info.data_begin, info.data_end)));
+    }
+    if (info.data_end - info.data_begin != nbytes) {
+      return fail(invalid_argument(fmt::format(
+          "data offsets [{}, {}) hold {} bytes but {}{} needs {}", info.data_begin, info.data_end,
+          info.data_end - info.data_begin, dtype_text, info.shape.to_string(), nbytes)));
+    }
+    if (info.data_end > header_->data_size) {
+      return fail(out_of_range(
+          fmt::format("data offsets [{}, {}) end past data size {} (is the file truncated?)",
+                      info.data_begin, info.data_end, header_->data_size)));
+    }
+    info.name = std::move(entry_.name);
+    header_->tensors.push_back(std::move(info));
+    depth_ = 1;
+    return true;
   }
-  if (info.data_end > data_size) {
-    return fail(out_of_range(
-        fmt::format("data offsets [{}, {}) end past data size {} (is the file truncated?)",
-                    info.data_begin, info.data_end, data_size)));
-  }
-  return info;
-}
+
+  std::string_view file_;
+  SafetensorsHeader* header_;
+  Status status_;
+  int depth_ = 0;  // open containers: 1 = top object, 2 = an entry, 3 = shape/data_offsets
+  bool in_metadata_ = false;
+  bool seen_metadata_ = false;
+  std::string key_;  // the latest key at depth 1 (tensor name) or in __metadata__
+  Field field_ = Field::kNone;
+  size_t array_length_ = 0;
+  RawEntry entry_;
+};
 
 // Overlaps are always errors: two tensors sharing bytes is never what a writer meant. Unused
 // bytes are errors unless the options allow them, as the format requires exact coverage.
@@ -335,56 +461,40 @@ Expected<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> fi
         kLengthPrefixBytes + static_cast<uint64_t>(static_cast<const uint8_t*>(nul) - json_begin)));
   }
 
-  StructureGuard guard;
-  Json root;
-  try {
-    root = Json::parse(
-        json_begin, json_end,
-        [&guard](int depth, Json::parse_event_t event, Json& parsed) {
-          return guard.on_event(depth, event, parsed);
-        },
-        /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const Json::exception& e) {
-    return parse_error(fmt::format("{}: header is not valid JSON: {}", file_name, e.what()));
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted(
-        fmt::format("{}: out of memory parsing a {}-byte header", file_name, header_size));
-  }
-  if (!guard.problem().empty()) {
-    return parse_error(fmt::format("{}: {}", file_name, guard.problem()));
-  }
-  if (!root.is_object()) {
-    return parse_error(
-        fmt::format("{}: header must be a JSON object, got {}", file_name, root.type_name()));
-  }
-
   SafetensorsHeader header;
   header.file_name = std::string(file_name);
   header.file_size = file_size;
   header.header_size = header_size;
   header.data_offset = data_offset;
   header.data_size = file_size - data_offset;
-  header.tensors.reserve(root.size());
-  // The JSON object iterates in key order, so tensors come out sorted by name.
-  for (const auto& [name, entry] : root.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) {
-        return invalid_argument(
-            fmt::format("{}: __metadata__ must be an object mapping strings to strings, got {}",
-                        file_name, entry.type_name()));
-      }
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) {
-          return invalid_argument(
-              fmt::format("{}: __metadata__ must map strings to strings; '{}' is {} ({})",
-                          file_name, key, value.type_name(), snippet(value)));
-        }
-        header.metadata.emplace(key, value.get<std::string>());
-      }
-      continue;
+  HeaderBuilder builder(file_name, &header);
+  bool parsed = false;
+  try {
+    parsed = Json::sax_parse(json_begin, json_end, &builder, nlohmann::json::input_format_t::json,
+                             /*strict=*/true, /*ignore_comments=*/false);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(
+        fmt::format("{}: out of memory parsing a {}-byte header", file_name, header_size));
+  } catch (const std::exception& e) {
+    return parse_error(fmt::format("{}: header is not valid JSON: {}", file_name, e.what()));
+  }
+  if (!parsed) {
+    if (!builder.status().is_ok()) return builder.status();
+    return internal_error(fmt::format("{}: header parse stopped without a reason", file_name));
+  }
+
+  // Sorted by name: lookups become a binary search, and duplicate names end up side by side.
+  std::sort(header.tensors.begin(), header.tensors.end(),
+            [](const SafetensorsTensorInfo& a, const SafetensorsTensorInfo& b) {
+              return a.name < b.name;
+            });
+  for (size_t i = 1; i < header.tensors.size(); ++i) {
+    if (header.tensors[i].name == header.tensors[i - 1].name) {
+      return parse_error(
+          fmt::format("{}: duplicate key '{}' in the header (two tensors of that "
+                      "name)",
+                      file_name, header.tensors[i].name));
     }
-    LOCUS_ASSIGN_OR_RETURN(auto info, parse_tensor_entry(file_name, name, entry, header.data_size));
-    header.tensors.push_back(std::move(info));
   }
   LOCUS_RETURN_IF_ERROR(check_layout(header, options));
   return header;

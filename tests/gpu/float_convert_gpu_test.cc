@@ -72,9 +72,9 @@ TEST(GpuFloatConvert, KernelsMatchTheCpuConverter) {
   float* d_in = nullptr;
   void* d_narrow = nullptr;
   float* d_out = nullptr;
-  ASSERT_EQ(cudaMalloc(&d_in, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_in), n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_narrow, n * sizeof(uint16_t)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&d_out, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_in, input.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
 
   for (Format f : {Format{cuda::NarrowFormat::kBF16, DType::kBF16},
