@@ -18,7 +18,7 @@ ctest --preset cpu
 if command -v clang++ >/dev/null 2>&1; then
   echo "== fuzzers (clang, libFuzzer + ASan/UBSan, bounded time)"
   cmake --preset fuzz
-  cmake --build --preset fuzz -j "$jobs"
+  cmake --build --preset fuzz -j "$jobs" --target locus_fuzzers
   ctest --test-dir build/fuzz -L fuzz --output-on-failure
 fi
 

@@ -1,0 +1,164 @@
+// Logits processors for one row: bias, masks, penalties, temperature, min_p, top_k, top_p.
+#include "sampling/logits_processors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace locus {
+
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+}
+
+void apply_logit_bias(std::span<float> logits, const std::map<int32_t, float>& logit_bias) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0 || token >= vocab) continue;  // validated at admission; never index past
+    logits[static_cast<size_t>(token)] += std::clamp(bias, -100.0f, 100.0f);
+  }
+}
+
+void mask_tokens(std::span<float> logits, std::span<const int32_t> token_ids) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  for (int32_t t : token_ids) {
+    if (t >= 0 && t < vocab) logits[static_cast<size_t>(t)] = kNegInf;
+  }
+}
+
+void PenaltyScratch::resize(int vocab_size) {
+  if (static_cast<int>(output_counts.size()) == vocab_size) return;
+  output_counts.assign(static_cast<size_t>(vocab_size), 0);
+  seen.assign(static_cast<size_t>(vocab_size), 0);
+  touched.clear();
+}
+
+void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_token_ids,
+                     std::span<const int32_t> output_token_ids, float repetition_penalty,
+                     float frequency_penalty, float presence_penalty, PenaltyScratch& scratch) {
+  const bool has_repetition = repetition_penalty != 1.0f;
+  const bool has_additive = frequency_penalty != 0.0f || presence_penalty != 0.0f;
+  if (!has_repetition && !has_additive) return;
+  const auto vocab = static_cast<int32_t>(logits.size());
+  scratch.resize(vocab);
+  auto mark = [&](int32_t t) {
+    if (t < 0 || t >= vocab) return static_cast<size_t>(vocab);
+    const auto i = static_cast<size_t>(t);
+    if (!scratch.seen[i]) {
+      scratch.seen[i] = 1;
+      scratch.touched.push_back(t);
+    }
+    return i;
+  };
+  if (has_repetition) {
+    for (int32_t t : prompt_token_ids)
+      mark(t);
+  }
+  for (int32_t t : output_token_ids) {
+    const size_t i = mark(t);
+    if (i < static_cast<size_t>(vocab)) ++scratch.output_counts[i];
+  }
+  for (int32_t t : scratch.touched) {
+    const auto i = static_cast<size_t>(t);
+    float& x = logits[i];
+    if (has_repetition) x = x > 0.0f ? x / repetition_penalty : x * repetition_penalty;
+    const int32_t count = scratch.output_counts[i];
+    if (count > 0) {
+      x -= frequency_penalty * static_cast<float>(count) + presence_penalty;
+    }
+    scratch.seen[i] = 0;
+    scratch.output_counts[i] = 0;
+  }
+  scratch.touched.clear();
+}
+
+void apply_temperature(std::span<float> logits, float temperature) {
+  if (temperature == 1.0f) return;
+  const float inv = 1.0f / temperature;
+  for (float& x : logits)
+    x *= inv;
+}
+
+void apply_min_p(std::span<float> logits, float min_p) {
+  if (min_p <= 0.0f) return;
+  float max_logit = kNegInf;
+  for (float x : logits)
+    max_logit = std::max(max_logit, x);
+  // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p): no softmax needed.
+  const float threshold = max_logit + std::log(min_p);
+  for (float& x : logits) {
+    if (x < threshold) x = kNegInf;
+  }
+}
+
+void apply_top_k(std::span<float> logits, int top_k, std::vector<float>& scratch) {
+  if (top_k <= 0 || static_cast<size_t>(top_k) >= logits.size()) return;
+  scratch.assign(logits.begin(), logits.end());
+  auto kth = scratch.begin() + (top_k - 1);
+  std::nth_element(scratch.begin(), kth, scratch.end(), std::greater<float>());
+  const float threshold = *kth;
+  for (float& x : logits) {
+    if (x < threshold) x = kNegInf;
+  }
+}
+
+void apply_top_p(std::span<float> logits, float top_p, std::vector<int32_t>& scratch) {
+  if (top_p >= 1.0f) return;
+  float max_logit = kNegInf;
+  scratch.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] == kNegInf) continue;
+    scratch.push_back(static_cast<int32_t>(i));
+    max_logit = std::max(max_logit, logits[i]);
+  }
+  if (scratch.empty()) return;
+  double total = 0.0;
+  for (int32_t t : scratch)
+    total += std::exp(static_cast<double>(logits[static_cast<size_t>(t)]) - max_logit);
+  std::sort(scratch.begin(), scratch.end(), [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)];
+    const float lb = logits[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  });
+  const double target = static_cast<double>(top_p) * total;
+  double mass = 0.0;
+  size_t keep = 0;
+  while (keep < scratch.size()) {
+    mass += std::exp(static_cast<double>(logits[static_cast<size_t>(scratch[keep])]) - max_logit);
+    ++keep;
+    if (mass >= target) break;
+  }
+  for (size_t j = keep; j < scratch.size(); ++j)
+    logits[static_cast<size_t>(scratch[j])] = kNegInf;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+int32_t sample_from_logits(std::span<const float> logits, float u) {
+  float max_logit = kNegInf;
+  for (float x : logits)
+    max_logit = std::max(max_logit, x);
+  if (max_logit == kNegInf) return argmax(logits);  // everything masked: nothing to draw from
+  double total = 0.0;
+  for (float x : logits)
+    total += std::exp(static_cast<double>(x) - max_logit);
+  const double target = static_cast<double>(u) * total;
+  double cumulative = 0.0;
+  int32_t last_possible = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] == kNegInf) continue;
+    cumulative += std::exp(static_cast<double>(logits[i]) - max_logit);
+    last_possible = static_cast<int32_t>(i);
+    if (cumulative > target) return last_possible;
+  }
+  return last_possible;  // rounding left target just past the sum
+}
+
+}  // namespace locus
