@@ -1,0 +1,480 @@
+// Argument checks shared by every backend: shapes, dtypes, strides. A backend's do_* hook runs
+// only after these pass, so kernels may assume what the header promises.
+#include "backend/ops.h"
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+namespace locus {
+namespace {
+
+Status fail(std::string_view op, std::string message) {
+  return invalid_argument(fmt::format("{}: {}", op, message));
+}
+
+Status check_defined(std::string_view op, std::string_view arg, const Tensor& t) {
+  if (!t.defined()) return fail(op, fmt::format("{} is undefined", arg));
+  return Status::ok();
+}
+
+Status check_dtype(std::string_view op, std::string_view arg, const Tensor& t, DType dtype) {
+  LOCUS_RETURN_IF_ERROR(check_defined(op, arg, t));
+  if (t.dtype() != dtype) {
+    return fail(op, fmt::format("{} {} must be {}", arg, t.to_string(), dtype_name(dtype)));
+  }
+  return Status::ok();
+}
+
+Status check_float(std::string_view op, std::string_view arg, const Tensor& t) {
+  LOCUS_RETURN_IF_ERROR(check_defined(op, arg, t));
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16 && t.dtype() != DType::kF16) {
+    return fail(op, fmt::format("{} {} must be f32, bf16 or f16", arg, t.to_string()));
+  }
+  return Status::ok();
+}
+
+Status check_ndim(std::string_view op, std::string_view arg, const Tensor& t, int ndim,
+                  std::string_view layout) {
+  LOCUS_RETURN_IF_ERROR(check_defined(op, arg, t));
+  if (t.ndim() != ndim) {
+    return fail(op, fmt::format("{} {} must be {}-d {}", arg, t.to_string(), ndim, layout));
+  }
+  return Status::ok();
+}
+
+Status check_contiguous(std::string_view op, std::string_view arg, const Tensor& t) {
+  if (!t.is_contiguous()) {
+    return fail(op, fmt::format("{} {} must be contiguous (strides {})", arg, t.to_string(),
+                                t.strides().to_string()));
+  }
+  return Status::ok();
+}
+
+Status check_row_view(std::string_view op, std::string_view arg, const Tensor& t) {
+  if (t.ndim() == 0 || t.stride(-1) != 1) {
+    return fail(op, fmt::format("{} {} needs unit stride in its last dim (strides {})", arg,
+                                t.to_string(), t.strides().to_string()));
+  }
+  return Status::ok();
+}
+
+// `arg` must have exactly `shape` and be contiguous: the contract of every output.
+Status check_output(std::string_view op, std::string_view arg, const Tensor& t, const Dims& shape,
+                    DType dtype) {
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, arg, t, dtype));
+  if (!(t.shape() == shape)) {
+    return fail(op, fmt::format("{} {} must have shape {}", arg, t.to_string(), shape.to_string()));
+  }
+  return check_contiguous(op, arg, t);
+}
+
+Status check_linear_weight(std::string_view op, const LinearWeight& w) {
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", w.weight, 2, "[out, in]"));
+  const DType d = w.weight.dtype();
+  if (d == DType::kF8E4M3) {
+    LOCUS_RETURN_IF_ERROR(check_ndim(op, "scale_inv", w.scale_inv, 2, "[out blocks, in blocks]"));
+    LOCUS_RETURN_IF_ERROR(check_dtype(op, "scale_inv", w.scale_inv, DType::kF32));
+    if (w.block_out <= 0 || w.block_in <= 0) {
+      return fail(op, fmt::format("fp8 weight {} needs a positive block size, got [{}, {}]",
+                                  w.weight.to_string(), w.block_out, w.block_in));
+    }
+    const int64_t rows = (w.out_features() + w.block_out - 1) / w.block_out;
+    const int64_t cols = (w.in_features() + w.block_in - 1) / w.block_in;
+    if (w.scale_inv.size(0) != rows || w.scale_inv.size(1) != cols) {
+      return fail(op, fmt::format("fp8 weight {} with blocks [{}, {}] needs scale_inv [{}, {}], "
+                                  "got {}",
+                                  w.weight.to_string(), w.block_out, w.block_in, rows, cols,
+                                  w.scale_inv.to_string()));
+    }
+  } else if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) {
+    return unsupported(
+        fmt::format("{}: weight {} has an unsupported dtype (f32, bf16, f16 or "
+                    "block-scaled f8_e4m3)",
+                    op, w.weight.to_string()));
+  }
+  if (w.bias.defined()) {
+    LOCUS_RETURN_IF_ERROR(check_float(op, "bias", w.bias));
+    if (w.bias.ndim() != 1 || w.bias.size(0) != w.out_features()) {
+      return fail(op, fmt::format("bias {} does not match weight {}", w.bias.to_string(),
+                                  w.weight.to_string()));
+    }
+  }
+  return Status::ok();
+}
+
+Status check_metadata(std::string_view op, const AttentionMetadata& m, int64_t num_tokens) {
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "query_start_loc", m.query_start_loc, 1, "[seqs + 1]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "query_start_loc", m.query_start_loc, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "seq_lens", m.seq_lens, 1, "[seqs]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "seq_lens", m.seq_lens, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "block_table", m.block_table, 2, "[seqs, max blocks]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "block_table", m.block_table, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "slot_mapping", m.slot_mapping, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "slot_mapping", m.slot_mapping, DType::kI64));
+  const int64_t seqs = m.seq_lens.size(0);
+  if (m.query_start_loc.size(0) != seqs + 1 || m.block_table.size(0) != seqs) {
+    return fail(op, fmt::format("metadata disagrees on the number of sequences: query_start_loc "
+                                "{}, seq_lens {}, block_table {}",
+                                m.query_start_loc.to_string(), m.seq_lens.to_string(),
+                                m.block_table.to_string()));
+  }
+  if (m.slot_mapping.size(0) != num_tokens) {
+    return fail(op, fmt::format("slot_mapping {} does not cover the {} tokens",
+                                m.slot_mapping.to_string(), num_tokens));
+  }
+  if (m.block_size <= 0)
+    return fail(op, fmt::format("block_size {} must be positive", m.block_size));
+  for (const Tensor* t : {&m.query_start_loc, &m.seq_lens, &m.block_table, &m.slot_mapping}) {
+    LOCUS_RETURN_IF_ERROR(check_contiguous(op, "attention metadata", *t));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+// ---- memory -------------------------------------------------------------------------------------
+
+Expected<Tensor> Ops::empty(const Dims& shape, DType dtype) {
+  return do_empty(shape, dtype);
+}
+
+Expected<Tensor> Ops::zeros(const Dims& shape, DType dtype) {
+  LOCUS_ASSIGN_OR_RETURN(Tensor t, do_empty(shape, dtype));
+  LOCUS_RETURN_IF_ERROR(do_fill_zero(t));
+  return t;
+}
+
+Expected<Tensor> Ops::to_device(const Tensor& host) {
+  LOCUS_RETURN_IF_ERROR(check_defined("to_device", "tensor", host));
+  if (!host.device().is_cpu()) {
+    return fail("to_device", fmt::format("{} is not a host tensor", host.to_string()));
+  }
+  return do_to_device(host);
+}
+
+Expected<Tensor> Ops::to_host(const Tensor& tensor) {
+  LOCUS_RETURN_IF_ERROR(check_defined("to_host", "tensor", tensor));
+  return do_to_host(tensor);
+}
+
+Expected<LinearWeight> Ops::prepare_linear(const LinearWeight& host) {
+  LOCUS_RETURN_IF_ERROR(check_linear_weight("prepare_linear", host));
+  return do_prepare_linear(host);
+}
+
+Expected<Tensor> Ops::prepare_weight(const Tensor& host) {
+  LOCUS_RETURN_IF_ERROR(check_float("prepare_weight", "tensor", host));
+  return do_prepare_weight(host);
+}
+
+// ---- compute ------------------------------------------------------------------------------------
+
+Status Ops::embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) {
+  constexpr std::string_view op = "embedding";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "table", table, 2, "[vocab, hidden]"));
+  LOCUS_RETURN_IF_ERROR(check_float(op, "table", table));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "table", table));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "token_ids", token_ids, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "token_ids", token_ids, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "token_ids", token_ids));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "out", out, {token_ids.size(0), table.size(1)}, activation_dtype()));
+  return do_embedding(table, token_ids, out);
+}
+
+Status Ops::linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
+  constexpr std::string_view op = "linear";
+  LOCUS_RETURN_IF_ERROR(check_linear_weight(op, w));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[tokens, in]"));
+  LOCUS_RETURN_IF_ERROR(check_float(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  if (x.size(1) != w.in_features()) {
+    return fail(op, fmt::format("x {} has {} features but weight {} expects {}", x.to_string(),
+                                x.size(1), w.weight.to_string(), w.in_features()));
+  }
+  // f32 out is always allowed (router logits want it); otherwise the activation dtype.
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "out", out));
+  const DType out_dtype = out.dtype() == DType::kF32 ? DType::kF32 : activation_dtype();
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, {x.size(0), w.out_features()}, out_dtype));
+  return do_linear(x, w, out);
+}
+
+Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  constexpr std::string_view op = "rms_norm";
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", weight, 1, "[n]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "weight", weight, activation_dtype()));
+  if (weight.size(0) != x.size(-1)) {
+    return fail(op, fmt::format("x {} and weight {} disagree on the normalized size ({} vs {})",
+                                x.to_string(), weight.to_string(), x.size(-1), weight.size(0)));
+  }
+  if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, x.shape(), activation_dtype()));
+  return do_rms_norm(x, weight, eps, out);
+}
+
+Status Ops::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                         Tensor& out) {
+  constexpr std::string_view op = "add_rms_norm";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "residual", residual, 2, "[tokens, hidden]"));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "residual", residual, residual.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "x", x, residual.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "weight", weight, {residual.size(1)}, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, residual.shape(), activation_dtype()));
+  if (out.raw_data() == residual.raw_data()) return fail(op, "out must not alias residual");
+  if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));
+  return do_add_rms_norm(residual, x, weight, eps, out);
+}
+
+Status Ops::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  constexpr std::string_view op = "rope";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 3, "[tokens, heads, head_dim]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "positions", positions, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "positions", positions, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "positions", positions));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "inv_freq", params.inv_freq, 1, "[rotary_dim / 2]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "inv_freq", params.inv_freq, DType::kF32));
+  if (!params.inv_freq.device().is_cpu()) return fail(op, "inv_freq must be a host tensor");
+  if (positions.size(0) != x.size(0)) {
+    return fail(
+        op, fmt::format("positions {} do not match x {}", positions.to_string(), x.to_string()));
+  }
+  if (params.rotary_dim() <= 0 || params.rotary_dim() > x.size(2)) {
+    return fail(op, fmt::format("rotary_dim {} must be in (0, head_dim {}] of x {}",
+                                params.rotary_dim(), x.size(2), x.to_string()));
+  }
+  return do_rope(x, positions, params);
+}
+
+Status Ops::silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  constexpr std::string_view op = "silu_and_mul";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "gate", gate, 2, "[tokens, n]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "gate", gate, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "gate", gate));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "up", up, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "up", up));
+  if (!(up.shape() == gate.shape())) {
+    return fail(op, fmt::format("gate {} and up {} differ", gate.to_string(), up.to_string()));
+  }
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, gate.shape(), activation_dtype()));
+  return do_silu_and_mul(gate, up, out);
+}
+
+Status Ops::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  constexpr std::string_view op = "add";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "a", a, 2, "[tokens, n]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "a", a, a.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "b", b, a.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, a.shape(), activation_dtype()));
+  return do_add(a, b, out);
+}
+
+Status Ops::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
+  constexpr std::string_view op = "gather_rows";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[tokens, n]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "indices", indices, 1, "[rows]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "indices", indices, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "indices", indices));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "out", out, {indices.size(0), x.size(1)}, activation_dtype()));
+  return do_gather_rows(x, indices, out);
+}
+
+Status Ops::write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                           Tensor& k_cache, Tensor& v_cache) {
+  constexpr std::string_view op = "write_kv_cache";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "k", k, 3, "[tokens, kv_heads, head_dim]"));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "v", v, 3, "[tokens, kv_heads, v_head_dim]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "k", k, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "v", v, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "k", k));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "v", v));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_cache", k_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "v_cache", v_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "k_cache", k_cache, k_cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "v_cache", v_cache, v_cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "slot_mapping", slot_mapping, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "slot_mapping", slot_mapping, DType::kI64));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "slot_mapping", slot_mapping));
+  if (v.size(0) != k.size(0) || slot_mapping.size(0) != k.size(0) || v.size(1) != k.size(1)) {
+    return fail(op, fmt::format("k {}, v {} and slot_mapping {} disagree on tokens or heads",
+                                k.to_string(), v.to_string(), slot_mapping.to_string()));
+  }
+  if (k_cache.size(0) != v_cache.size(0) || k_cache.size(1) != v_cache.size(1) ||
+      k_cache.size(2) != k.size(1) || v_cache.size(2) != v.size(1) ||
+      k_cache.size(3) != k.size(2) || v_cache.size(3) != v.size(2)) {
+    return fail(op, fmt::format("k {} / v {} do not fit k_cache {} / v_cache {}", k.to_string(),
+                                v.to_string(), k_cache.to_string(), v_cache.to_string()));
+  }
+  return do_write_kv_cache(k, v, slot_mapping, k_cache, v_cache);
+}
+
+Status Ops::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionMetadata& metadata, const AttentionParams& params,
+                            Tensor& out) {
+  constexpr std::string_view op = "paged_attention";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "q", q, 3, "[tokens, heads, head_dim]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "q", q, q.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_cache", k_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "v_cache", v_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "k_cache", k_cache, k_cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "v_cache", v_cache, v_cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_metadata(op, metadata, q.size(0)));
+  const int64_t kv_heads = k_cache.size(2);
+  if (k_cache.size(3) != q.size(2) || v_cache.size(2) != kv_heads ||
+      k_cache.size(0) != v_cache.size(0) || k_cache.size(1) != v_cache.size(1) ||
+      k_cache.size(1) != metadata.block_size) {
+    return fail(op, fmt::format("q {}, k_cache {}, v_cache {} and block_size {} do not agree",
+                                q.to_string(), k_cache.to_string(), v_cache.to_string(),
+                                metadata.block_size));
+  }
+  if (q.size(1) % kv_heads != 0) {
+    return fail(
+        op, fmt::format("{} query heads are not a multiple of {} kv heads", q.size(1), kv_heads));
+  }
+  if (params.sliding_window && *params.sliding_window <= 0) {
+    return fail(op, fmt::format("sliding_window {} must be positive", *params.sliding_window));
+  }
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "out", out, {q.size(0), q.size(1), v_cache.size(3)}, activation_dtype()));
+  return do_paged_attention(q, k_cache, v_cache, metadata, params, out);
+}
+
+Status Ops::write_mla_cache(const Tensor& latent, const Tensor& k_pe, const Tensor& slot_mapping,
+                            Tensor& cache) {
+  constexpr std::string_view op = "write_mla_cache";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "latent", latent, 2, "[tokens, kv_lora_rank]"));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_pe", k_pe, 2, "[tokens, qk_rope_head_dim]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "latent", latent, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "k_pe", k_pe, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "latent", latent));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "k_pe", k_pe));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "cache", cache, 3, "[blocks, block_size, rank + rope]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "cache", cache, cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "slot_mapping", slot_mapping, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "slot_mapping", slot_mapping, DType::kI64));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "slot_mapping", slot_mapping));
+  if (k_pe.size(0) != latent.size(0) || slot_mapping.size(0) != latent.size(0) ||
+      cache.size(2) != latent.size(1) + k_pe.size(1)) {
+    return fail(op, fmt::format("latent {}, k_pe {}, slot_mapping {} do not fit cache {}",
+                                latent.to_string(), k_pe.to_string(), slot_mapping.to_string(),
+                                cache.to_string()));
+  }
+  return do_write_mla_cache(latent, k_pe, slot_mapping, cache);
+}
+
+Status Ops::mla_attention(const Tensor& q, const Tensor& cache, const LinearWeight& kv_b_proj,
+                          const AttentionMetadata& metadata, const MlaParams& params, Tensor& out) {
+  constexpr std::string_view op = "mla_attention";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "q", q, 3, "[tokens, heads, nope + rope]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "q", q, q.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "cache", cache, 3, "[blocks, block_size, rank + rope]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "cache", cache, cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_linear_weight(op, kv_b_proj));
+  LOCUS_RETURN_IF_ERROR(check_metadata(op, metadata, q.size(0)));
+  const int64_t heads = q.size(1);
+  if (params.kv_lora_rank <= 0 || params.qk_nope_head_dim < 0 || params.qk_rope_head_dim <= 0 ||
+      params.v_head_dim <= 0) {
+    return fail(op, fmt::format("invalid MLA dims: kv_lora_rank {}, qk_nope {}, qk_rope {}, v {}",
+                                params.kv_lora_rank, params.qk_nope_head_dim,
+                                params.qk_rope_head_dim, params.v_head_dim));
+  }
+  if (q.size(2) != params.qk_nope_head_dim + params.qk_rope_head_dim ||
+      cache.size(2) != params.kv_lora_rank + params.qk_rope_head_dim ||
+      cache.size(1) != metadata.block_size) {
+    return fail(op,
+                fmt::format("q {} and cache {} do not match MLA dims (rank {}, nope {}, rope "
+                            "{}) and block_size {}",
+                            q.to_string(), cache.to_string(), params.kv_lora_rank,
+                            params.qk_nope_head_dim, params.qk_rope_head_dim, metadata.block_size));
+  }
+  if (kv_b_proj.in_features() != params.kv_lora_rank ||
+      kv_b_proj.out_features() != heads * (params.qk_nope_head_dim + params.v_head_dim)) {
+    return fail(op, fmt::format("kv_b_proj {} must be [{} heads x (nope {} + v {}), rank {}]",
+                                kv_b_proj.weight.to_string(), heads, params.qk_nope_head_dim,
+                                params.v_head_dim, params.kv_lora_rank));
+  }
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "out", out, {q.size(0), heads, params.v_head_dim}, activation_dtype()));
+  return do_mla_attention(q, cache, kv_b_proj, metadata, params, out);
+}
+
+Status Ops::moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                      const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) {
+  constexpr std::string_view op = "moe_route";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "router_logits", router_logits, 2, "[tokens, experts]"));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "router_logits", router_logits, router_logits.shape(), DType::kF32));
+  const int64_t tokens = router_logits.size(0);
+  const int64_t experts = router_logits.size(1);
+  if (correction_bias.defined()) {
+    LOCUS_RETURN_IF_ERROR(
+        check_output(op, "correction_bias", correction_bias, {experts}, DType::kF32));
+  }
+  if (routing.top_k <= 0 || routing.top_k > experts) {
+    return fail(op, fmt::format("top_k {} must be in [1, {} experts]", routing.top_k, experts));
+  }
+  if (routing.topk_method != TopkMethod::kGreedy) {
+    if (routing.n_group <= 0 || experts % routing.n_group != 0 || routing.topk_group <= 0 ||
+        routing.topk_group > routing.n_group) {
+      return fail(op, fmt::format("{} experts cannot form n_group {} with topk_group {}", experts,
+                                  routing.n_group, routing.topk_group));
+    }
+    if (routing.top_k > routing.topk_group * (experts / routing.n_group)) {
+      return fail(
+          op, fmt::format("top_k {} exceeds the {} experts of {} groups", routing.top_k,
+                          routing.topk_group * (experts / routing.n_group), routing.topk_group));
+    }
+    if (routing.topk_method == TopkMethod::kNoauxTc && experts / routing.n_group < 2) {
+      return fail(op, "noaux_tc needs at least two experts per group (group score = top-2 sum)");
+    }
+  }
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "topk_ids", topk_ids, {tokens, routing.top_k}, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "topk_weights", topk_weights, {tokens, routing.top_k}, DType::kF32));
+  return do_moe_route(router_logits, correction_bias, routing, topk_ids, topk_weights);
+}
+
+Status Ops::moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                        std::span<const ExpertWeights> experts, Tensor& out) {
+  constexpr std::string_view op = "moe_experts";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[tokens, hidden]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "x", x, x.shape(), activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "topk_ids", topk_ids, 2, "[tokens, k]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "topk_ids", topk_ids, topk_ids.shape(), DType::kI32));
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "topk_weights", topk_weights, topk_ids.shape(), DType::kF32));
+  if (topk_ids.size(0) != x.size(0)) {
+    return fail(op,
+                fmt::format("topk_ids {} do not match x {}", topk_ids.to_string(), x.to_string()));
+  }
+  if (experts.empty()) return fail(op, "no experts");
+  const int64_t hidden = x.size(1);
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const ExpertWeights& w = experts[e];
+    const std::string where = fmt::format("{} expert {}", op, e);
+    LOCUS_RETURN_IF_ERROR(check_linear_weight(where, w.gate));
+    LOCUS_RETURN_IF_ERROR(check_linear_weight(where, w.up));
+    LOCUS_RETURN_IF_ERROR(check_linear_weight(where, w.down));
+    const int64_t width = w.gate.out_features();
+    if (w.gate.in_features() != hidden || w.up.in_features() != hidden ||
+        w.up.out_features() != width || w.down.in_features() != width ||
+        w.down.out_features() != hidden) {
+      return fail(where, fmt::format("gate {}, up {}, down {} do not form a hidden {} MLP",
+                                     w.gate.weight.to_string(), w.up.weight.to_string(),
+                                     w.down.weight.to_string(), hidden));
+    }
+  }
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, x.shape(), activation_dtype()));
+  return do_moe_experts(x, topk_ids, topk_weights, experts, out);
+}
+
+}  // namespace locus

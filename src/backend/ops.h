@@ -1,0 +1,242 @@
+// The ops interface: every computation a model forward needs, with explicit shapes and dtypes.
+// The model composes these and never sees a kernel; each backend (cpu/ = the reference oracle,
+// cuda/ later) implements the protected do_* hooks. The public methods check every shape and
+// dtype once, here, so that all backends reject bad calls with the same message.
+//
+// Conventions:
+//  - T = tokens of the flat batch (all sequences back to back), H = heads, D = head dim.
+//  - "row views": arguments documented as such may be strided views (e.g. a column slice of a
+//    wider tensor) as long as their last dimension has unit stride. Everything else must be
+//    contiguous. Outputs are always contiguous and never alias inputs unless stated.
+//  - Activations are activation_dtype() (f32 on the CPU); the GEMM also accepts bf16 inputs.
+//  - Index tensors: token ids, positions, block tables i32; slot mappings i64 (vLLM's types).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "io/rope_config.h"
+
+namespace locus {
+
+// A projection y = x W^T (+ bias). As loaded from a checkpoint the weight is f32, f16, bf16 or
+// fp8 e4m3 with one f32 inverse scale per block_out x block_in block (DeepSeek's
+// weight_scale_inv: W = fp8 * scale_inv[i / block_out][j / block_in], edge blocks partial).
+// Ops::prepare_linear turns it into the backend's preferred form (the CPU: dense f32).
+struct LinearWeight {
+  Tensor weight;     // [out_features, in_features]
+  Tensor scale_inv;  // f8_e4m3 weights only: f32 [ceil(out / block_out), ceil(in / block_in)]
+  int64_t block_out = 0;
+  int64_t block_in = 0;
+  Tensor bias;  // [out_features], or undefined
+
+  int64_t out_features() const { return weight.defined() ? weight.size(0) : 0; }
+  int64_t in_features() const { return weight.defined() ? weight.size(1) : 0; }
+  bool is_block_fp8() const { return weight.defined() && weight.dtype() == DType::kF8E4M3; }
+};
+
+// One routed (or shared) expert: down(silu(gate(x)) * up(x)).
+struct ExpertWeights {
+  LinearWeight gate;
+  LinearWeight up;
+  LinearWeight down;
+};
+
+// Rotary embedding of the leading rotary_dim() dims of each head. inv_freq and attention_factor
+// come from compute_rope_frequencies() (backend/ops_rope.h), which reproduces Hugging Face.
+struct RopeParams {
+  Tensor inv_freq;                // f32 [rotary_dim / 2], host memory
+  float attention_factor = 1.0f;  // multiplies cos and sin (YaRN's mscale)
+  RopeLayout layout = RopeLayout::kNeox;
+
+  int64_t rotary_dim() const { return 2 * inv_freq.numel(); }
+};
+
+// How a router turns logits into top-k experts and weights (see Ops::moe_route).
+struct MoeRouting {
+  ScoringFunc scoring = ScoringFunc::kSoftmax;
+  TopkMethod topk_method = TopkMethod::kGreedy;
+  int64_t top_k = 1;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool renormalize = false;  // norm_topk_prob
+  float routed_scaling_factor = 1.0f;
+};
+
+// Where each sequence of a flat batch reads and writes the paged KV cache (vLLM's arrays).
+// Sequence s owns new tokens [query_start_loc[s], query_start_loc[s+1]) and, after this step's
+// writes, seq_lens[s] cached tokens; its new tokens are the last q_len of those, so new token i
+// sits at sequence index seq_lens[s] - q_len + i and attends causally to indices <= that one.
+// Sequence index j lives in block block_table[s][j / block_size] at offset j % block_size.
+struct AttentionMetadata {
+  int64_t block_size = 0;
+  Tensor query_start_loc;  // i32 [num_seqs + 1]
+  Tensor seq_lens;         // i32 [num_seqs]
+  Tensor block_table;      // i32 [num_seqs, max_num_blocks_per_seq], padded with -1
+  Tensor slot_mapping;     // i64 [num_tokens]: block * block_size + offset of each new token
+
+  int64_t num_seqs() const { return seq_lens.numel(); }
+  int64_t num_tokens() const { return slot_mapping.numel(); }
+};
+
+struct AttentionParams {
+  float scale = 1.0f;  // multiplies q.k before the softmax
+  // Each query sees only the last `sliding_window` sequence indices, itself included
+  // (transformers' sliding mask: kv_idx > q_idx - window). nullopt = full causal attention.
+  std::optional<int64_t> sliding_window;
+};
+
+struct MlaParams {
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  float scale = 1.0f;
+};
+
+class Ops {
+ public:
+  Ops() = default;
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
+  virtual ~Ops() = default;
+
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // The dtype of hidden states, attention inputs and outputs between ops.
+  virtual DType activation_dtype() const = 0;
+  // The dtype of KV cache entries.
+  virtual DType kv_cache_dtype() const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------------
+  // Uninitialized / zeroed tensors on this backend's device.
+  Expected<Tensor> empty(const Dims& shape, DType dtype);
+  Expected<Tensor> zeros(const Dims& shape, DType dtype);
+  // A host tensor's contents on the device. Host backends may return a view of the same bytes,
+  // so the caller must not modify `host` while the result is in use.
+  Expected<Tensor> to_device(const Tensor& host);
+  // A device tensor's contents in host memory (a view of the same bytes on host backends).
+  Expected<Tensor> to_host(const Tensor& tensor);
+
+  // Bytes this backend may spend on weights; load refuses models whose prepared weights exceed
+  // it, before allocating anything.
+  virtual uint64_t weight_memory_budget_bytes() const = 0;
+  // Bytes a checkpoint tensor of `numel` elements of `dtype` takes once prepared.
+  virtual uint64_t prepared_weight_bytes(DType dtype, int64_t numel) const = 0;
+
+  // ---- weights (host tensors in, possibly read-only and unaligned checkpoint views) -----------
+  Expected<LinearWeight> prepare_linear(const LinearWeight& host);
+  // Norm weights, embedding tables, correction biases: converted to the backend's float type.
+  Expected<Tensor> prepare_weight(const Tensor& host);
+
+  // ---- compute --------------------------------------------------------------------------------
+  // out[t] = table[token_ids[t]]. table [V, hidden], token_ids i32 [T], out [T, hidden].
+  Status embedding(const Tensor& table, const Tensor& token_ids, Tensor& out);
+
+  // out = x W^T + bias with f32 accumulation. x: row view [T, in] (f32, bf16 or f16), out
+  // [T, out] in f32 or activation_dtype().
+  // Unprepared bf16 / f16 / fp8 weights are dequantized per call (correct, slow).
+  Status linear(const Tensor& x, const LinearWeight& w, Tensor& out);
+
+  // out = x / sqrt(mean(x^2) + eps) * weight over the last dim. x: row view [..., n] (e.g.
+  // [T, H, D] with weight [D] normalizes each head: q/k-norm per head), weight [n], out
+  // contiguous with x's shape.
+  Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+  // residual += x; out = rms_norm(residual): the pre-norm transformer's fused step. residual,
+  // x, out [T, hidden]; out may not alias residual.
+  Status add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                      Tensor& out);
+
+  // Rotates x[t, h, :rotary_dim] in place for position positions[t]. x: row view [T, H, D] with
+  // D >= rotary_dim; dims past rotary_dim pass through (partial rotary). positions i32 [T].
+  Status rope(Tensor& x, const Tensor& positions, const RopeParams& params);
+
+  // out = silu(gate) * up. gate, up: row views [T, n]; out [T, n].
+  Status silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+  // out = a + b, all [T, n]; out may alias a.
+  Status add(const Tensor& a, const Tensor& b, Tensor& out);
+  // out[i] = x[indices[i]]. x [T, n], indices i32 [m], out [m, n].
+  Status gather_rows(const Tensor& x, const Tensor& indices, Tensor& out);
+
+  // ---- attention over a paged KV cache --------------------------------------------------------
+  // GQA cache layout (per layer): k_cache [num_blocks, block_size, H_kv, D],
+  // v_cache [num_blocks, block_size, H_kv, D_v] (flashinfer's NHD). Writes k[t], v[t] (row views
+  // [T, H_kv, D] / [T, H_kv, D_v]) at slot_mapping[t].
+  Status write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                        Tensor& k_cache, Tensor& v_cache);
+  // Causal attention of each new token over its sequence's cached K/V (this step's included:
+  // call write_kv_cache first). q [T, H_q, D] with H_q a multiple of H_kv (query head h uses kv
+  // head h / (H_q / H_kv)); out [T, H_q, D_v].
+  Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         const AttentionMetadata& metadata, const AttentionParams& params,
+                         Tensor& out);
+
+  // MLA cache layout (per layer): [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim],
+  // each entry the normalized latent followed by the rotated shared rope key (vLLM's layout).
+  // latent: row view [T, kv_lora_rank], k_pe: row view [T, qk_rope_head_dim].
+  Status write_mla_cache(const Tensor& latent, const Tensor& k_pe, const Tensor& slot_mapping,
+                         Tensor& cache);
+  // Multi-head latent attention. q [T, H, qk_nope + qk_rope] with the rope part already rotated,
+  // kv_b_proj [H * (qk_nope + v_head), kv_lora_rank] expands a latent into per-head k_nope and v;
+  // the key of head h is [k_nope_h, k_pe] (k_pe shared by all heads); out [T, H, v_head].
+  Status mla_attention(const Tensor& q, const Tensor& cache, const LinearWeight& kv_b_proj,
+                       const AttentionMetadata& metadata, const MlaParams& params, Tensor& out);
+
+  // ---- mixture of experts ---------------------------------------------------------------------
+  // Router: router_logits f32 [T, E] -> topk_ids i32 [T, k], topk_weights f32 [T, k].
+  //  softmax scoring: p = softmax(logits); sigmoid: p = sigmoid(logits).
+  //  Selection uses p + correction_bias (f32 [E], sigmoid routers only; undefined = none):
+  //   greedy: top-k of all experts;
+  //   group_limited_greedy: keep the topk_group groups (n_group equal slices) with the largest
+  //     max, then top-k within them;
+  //   noaux_tc: same, with group score = sum of the group's top-2.
+  //  Weights are p (without bias) of the chosen experts, divided by their sum when renormalize,
+  //  then times routed_scaling_factor. Ties go to the lower expert id.
+  Status moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                   const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights);
+  // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
+  // experts[e] for every expert id, out [T, hidden].
+  Status moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     std::span<const ExpertWeights> experts, Tensor& out);
+
+ protected:
+  virtual Expected<Tensor> do_empty(const Dims& shape, DType dtype) = 0;
+  virtual Status do_fill_zero(Tensor& t) = 0;
+  virtual Expected<Tensor> do_to_device(const Tensor& host) = 0;
+  virtual Expected<Tensor> do_to_host(const Tensor& tensor) = 0;
+  virtual Expected<LinearWeight> do_prepare_linear(const LinearWeight& host) = 0;
+  virtual Expected<Tensor> do_prepare_weight(const Tensor& host) = 0;
+
+  virtual Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) = 0;
+  virtual Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) = 0;
+  virtual Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual Status do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                                 Tensor& out) = 0;
+  virtual Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;
+  virtual Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  virtual Status do_add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+  virtual Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                                   Tensor& k_cache, Tensor& v_cache) = 0;
+  virtual Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                    const AttentionMetadata& metadata,
+                                    const AttentionParams& params, Tensor& out) = 0;
+  virtual Status do_write_mla_cache(const Tensor& latent, const Tensor& k_pe,
+                                    const Tensor& slot_mapping, Tensor& cache) = 0;
+  virtual Status do_mla_attention(const Tensor& q, const Tensor& cache,
+                                  const LinearWeight& kv_b_proj, const AttentionMetadata& metadata,
+                                  const MlaParams& params, Tensor& out) = 0;
+  virtual Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                              const MoeRouting& routing, Tensor& topk_ids,
+                              Tensor& topk_weights) = 0;
+  virtual Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                                std::span<const ExpertWeights> experts, Tensor& out) = 0;
+};
+
+}  // namespace locus

@@ -1,0 +1,40 @@
+// Grouped-query attention as Qwen3-MoE, Mixtral, GLM-4.5 and MiniMax-M2 run it: q/k/v
+// projections (optional biases), optional q/k RMSNorm (per head or over all heads), rope on the
+// leading rotary dims, paged causal attention, o projection.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "backend/ops.h"
+#include "io/model_config.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/weight_loader.h"
+
+namespace locus {
+
+class GqaAttention {
+ public:
+  // `prefix` is "model.layers.<i>.self_attn".
+  static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix,
+                                     const RopeParams& rope, std::optional<int64_t> sliding_window);
+
+  // x [T, hidden] -> [T, hidden]; writes this step's K/V into `cache` first.
+  Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
+                           KvCacheLayer& cache) const;
+
+ private:
+  LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;
+  QkNorm qk_norm_ = QkNorm::kNone;
+  Tensor q_norm_, k_norm_;
+  int64_t num_heads_ = 0;
+  int64_t num_kv_heads_ = 0;
+  int64_t head_dim_ = 0;
+  int64_t v_head_dim_ = 0;
+  float eps_ = 0.0f;
+  RopeParams rope_;
+  AttentionParams params_;
+};
+
+}  // namespace locus

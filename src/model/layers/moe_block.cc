@@ -1,0 +1,50 @@
+#include "model/layers/moe_block.h"
+
+#include "model/layers/mlp.h"
+
+namespace locus {
+
+Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& spec,
+                                  const std::string& layer_prefix) {
+  const MoeConfig& moe = loader.config().moe;
+  const std::string prefix = layer_prefix + spec.moe_module;
+  MoeBlock block;
+  LOCUS_ASSIGN_OR_RETURN(block.router_, loader.linear(prefix + ".gate"));
+  if (!spec.correction_bias.empty()) {
+    LOCUS_ASSIGN_OR_RETURN(block.correction_bias_,
+                           loader.tensor(layer_prefix + spec.correction_bias));
+  }
+  block.experts_.reserve(static_cast<size_t>(moe.num_experts));
+  for (int64_t e = 0; e < moe.num_experts; ++e) {
+    LOCUS_ASSIGN_OR_RETURN(ExpertWeights w,
+                           loader.gated_mlp(prefix + ".experts." + std::to_string(e),
+                                            spec.expert_gate, spec.expert_up, spec.expert_down));
+    block.experts_.push_back(std::move(w));
+  }
+  if (moe.num_shared_experts > 0 && moe.shared_expert_intermediate_size > 0) {
+    LOCUS_ASSIGN_OR_RETURN(
+        block.shared_experts_,
+        loader.gated_mlp(prefix + ".shared_experts", "gate_proj", "up_proj", "down_proj"));
+  }
+  block.routing_ = spec.routing;
+  return block;
+}
+
+Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
+  const int64_t tokens = x.size(0);
+  const int64_t k = routing_.top_k;
+  // The router runs in f32 whatever the activation dtype (transformers casts both sides).
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({tokens, router_.out_features()}, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(ops.linear(x, router_, logits));
+  LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({tokens, k}, DType::kI32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({tokens, k}, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(ops.moe_route(logits, correction_bias_, routing_, topk_ids, topk_weights));
+  LOCUS_ASSIGN_OR_RETURN(Tensor routed, ops.empty(x.shape(), ops.activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
+  if (!shared_experts_) return routed;
+  LOCUS_ASSIGN_OR_RETURN(Tensor shared, gated_mlp_forward(ops, *shared_experts_, x));
+  LOCUS_RETURN_IF_ERROR(ops.add(routed, shared, routed));
+  return routed;
+}
+
+}  // namespace locus

@@ -1,0 +1,32 @@
+// A sparse MoE block: router -> top-k experts -> weighted combine, plus the always-on shared
+// experts where the family has them (DeepSeek, GLM): out = experts(x) + shared(x).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "model/arch/architecture.h"
+#include "model/weight_loader.h"
+
+namespace locus {
+
+class MoeBlock {
+ public:
+  // `layer_prefix` is "model.layers.<i>.".
+  static Expected<MoeBlock> load(WeightLoader& loader, const ArchitectureSpec& spec,
+                                 const std::string& layer_prefix);
+
+  // x [T, hidden] -> [T, hidden].
+  Expected<Tensor> forward(Ops& ops, const Tensor& x) const;
+
+ private:
+  LinearWeight router_;
+  Tensor correction_bias_;  // undefined when the router has none
+  std::vector<ExpertWeights> experts_;
+  std::optional<ExpertWeights> shared_experts_;
+  MoeRouting routing_;
+};
+
+}  // namespace locus

@@ -1,0 +1,186 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "backend/ops_rope.h"
+#include "core/logging.h"
+#include "model/layers/mlp.h"
+#include "model/model_registry.h"
+#include "model/weight_layout.h"
+#include "model/weight_loader.h"
+
+namespace locus {
+namespace {
+
+// What the backend would spend on the layout's weights; scales fold into their weights.
+uint64_t prepared_bytes(const Ops& ops, const WeightLayout& layout) {
+  uint64_t total = 0;
+  for (const WeightSpec& spec : layout.specs) {
+    if (spec.role == WeightRole::kWeightScale || spec.role == WeightRole::kGlobalScale) continue;
+    total += ops.prepared_weight_bytes(spec.dtype, shape_numel(spec.shape));
+  }
+  return total;
+}
+
+Status check_supported(const ModelConfig& config) {
+  if (config.quant.method == QuantMethod::kNvfp4) {
+    return unsupported(
+        fmt::format("{}: NVFP4 checkpoints have no model forward yet (bf16 and fp8 "
+                    "block-scaled only)",
+                    config.source_name));
+  }
+  if (config.hidden_act != "silu") {
+    return unsupported(fmt::format("{}: hidden_act '{}' is not supported (silu only)",
+                                   config.source_name, config.hidden_act));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Model>> Model::load(const ModelConfig& config, const WeightSource& source,
+                                             Ops& ops) {
+  LOCUS_RETURN_IF_ERROR(check_supported(config));
+  LOCUS_ASSIGN_OR_RETURN(ArchitectureSpec spec, architecture_spec(config));
+  LOCUS_ASSIGN_OR_RETURN(WeightLayout layout, weight_layout(config));
+  LOCUS_ASSIGN_OR_RETURN(WeightCheckReport report, check_weights(source, layout));
+  if (config.num_nextn_predict_layers > 0) {
+    log::info("{}: skipping {} MTP / next-n layer(s); the forward runs the {} main layers",
+              config.architecture_name, config.num_nextn_predict_layers, config.num_hidden_layers);
+  }
+  if (!report.unused.empty()) {
+    log::debug("{}: {} tensors in {} are not read (first: {})", config.architecture_name,
+               report.unused.size(), source.description(), report.unused.front());
+  }
+  const uint64_t needed = prepared_bytes(ops, layout);
+  if (needed > ops.weight_memory_budget_bytes()) {
+    return resource_exhausted(fmt::format(
+        "{}: the weights need {:.2f} GB on the {} backend, over its budget of {:.2f} GB; this "
+        "backend is meant for tiny test models (use a GPU backend for full-size ones)",
+        config.source_name, static_cast<double>(needed) / 1e9, ops.name(),
+        static_cast<double>(ops.weight_memory_budget_bytes()) / 1e9));
+  }
+  std::unique_ptr<Model> model(new Model(config, ops));
+  LOCUS_RETURN_IF_ERROR(model->load_weights(source, spec));
+  return model;
+}
+
+Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& spec) {
+  WeightLoader loader(config_, source, ops_);
+  eps_ = static_cast<float>(config_.rms_norm_eps);
+
+  LOCUS_ASSIGN_OR_RETURN(RopeFrequencies freqs,
+                         compute_rope_frequencies(config_.rope, config_.max_position_embeddings));
+  RopeParams rope;
+  LOCUS_ASSIGN_OR_RETURN(rope.inv_freq,
+                         Tensor::empty({static_cast<int64_t>(freqs.inv_freq.size())}, DType::kF32));
+  std::memcpy(rope.inv_freq.raw_data(), freqs.inv_freq.data(),
+              freqs.inv_freq.size() * sizeof(float));
+  rope.attention_factor = freqs.attention_factor;
+  rope.layout = config_.rope.layout;
+  const std::optional<int64_t> window =
+      spec.honors_sliding_window ? config_.attention.sliding_window : std::nullopt;
+
+  LOCUS_ASSIGN_OR_RETURN(embed_tokens_, loader.tensor("model.embed_tokens.weight"));
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const std::string prefix = fmt::format("model.layers.{}.", i);
+    DecoderLayer layer;
+    LOCUS_ASSIGN_OR_RETURN(layer.input_norm, loader.tensor(prefix + "input_layernorm.weight"));
+    LOCUS_ASSIGN_OR_RETURN(layer.post_attention_norm,
+                           loader.tensor(prefix + "post_attention_layernorm.weight"));
+    if (config_.is_mla()) {
+      LOCUS_ASSIGN_OR_RETURN(layer.mla, MlaAttention::load(loader, prefix + "self_attn", rope));
+    } else {
+      LOCUS_ASSIGN_OR_RETURN(layer.gqa,
+                             GqaAttention::load(loader, prefix + "self_attn", rope, window));
+    }
+    if (config_.is_moe_layer(i)) {
+      LOCUS_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(loader, spec, prefix));
+    } else {
+      LOCUS_ASSIGN_OR_RETURN(layer.dense_mlp,
+                             loader.gated_mlp(prefix + "mlp", "gate_proj", "up_proj", "down_proj"));
+    }
+    layers_.push_back(std::move(layer));
+  }
+  LOCUS_ASSIGN_OR_RETURN(final_norm_, loader.tensor("model.norm.weight"));
+  if (config_.tie_word_embeddings) {
+    lm_head_.weight = embed_tokens_;
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(lm_head_, loader.linear("lm_head"));
+  }
+  return Status::ok();
+}
+
+KvCacheShape Model::kv_cache_shape() const {
+  KvCacheShape shape;
+  shape.num_layers = config_.num_hidden_layers;
+  if (config_.is_mla()) {
+    shape.kind = KvCacheKind::kMla;
+    shape.kv_lora_rank = config_.attention.mla.kv_lora_rank;
+    shape.qk_rope_head_dim = config_.attention.mla.qk_rope_head_dim;
+  } else {
+    shape.kind = KvCacheKind::kGqa;
+    shape.num_kv_heads = config_.attention.num_key_value_heads;
+    shape.head_dim = config_.attention.head_dim;
+    shape.v_head_dim = config_.attention.v_head_dim;
+  }
+  return shape;
+}
+
+Expected<KvCache> Model::allocate_kv_cache(int64_t num_blocks, int64_t block_size) const {
+  return locus::allocate_kv_cache(ops_, kv_cache_shape(), num_blocks, block_size);
+}
+
+Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x,
+                                  const DeviceBatch& batch, KvCacheLayer& cache) {
+  if (layer.mla) return layer.mla->forward(ops_, x, batch, cache);
+  return layer.gqa->forward(ops_, x, batch, cache);
+}
+
+Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
+  if (batch.num_tokens() == 0) return invalid_argument("forward: the batch has no tokens");
+  if (batch.block_size != cache.block_size ||
+      static_cast<int64_t>(cache.layers.size()) != config_.num_hidden_layers) {
+    return invalid_argument(fmt::format(
+        "forward: batch block_size {} / cache of {} layers with "
+        "block_size {} do not fit this {}-layer model",
+        batch.block_size, cache.layers.size(), cache.block_size, config_.num_hidden_layers));
+  }
+  LOCUS_RETURN_IF_ERROR(validate_forward_batch(batch, cache.num_blocks));
+  LOCUS_ASSIGN_OR_RETURN(DeviceBatch device, upload_forward_batch(ops_, batch));
+  const int64_t tokens = batch.num_tokens();
+  const int64_t hidden = config_.hidden_size;
+  const DType dtype = ops_.activation_dtype();
+
+  // Pre-norm residual stream: residual accumulates each sublayer's output; the fused
+  // add_rms_norm produces the next sublayer's normalized input in the same step.
+  LOCUS_ASSIGN_OR_RETURN(Tensor residual, ops_.empty({tokens, hidden}, dtype));
+  LOCUS_RETURN_IF_ERROR(ops_.embedding(embed_tokens_, device.token_ids, residual));
+  LOCUS_ASSIGN_OR_RETURN(Tensor normed, ops_.empty({tokens, hidden}, dtype));
+  LOCUS_RETURN_IF_ERROR(ops_.rms_norm(residual, layers_.front().input_norm, eps_, normed));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& layer = layers_[i];
+    LOCUS_ASSIGN_OR_RETURN(Tensor attn, run_layer(layer, normed, device, cache.layers[i]));
+    LOCUS_RETURN_IF_ERROR(
+        ops_.add_rms_norm(residual, attn, layer.post_attention_norm, eps_, normed));
+    Tensor mlp_out;
+    if (layer.moe) {
+      LOCUS_ASSIGN_OR_RETURN(mlp_out, layer.moe->forward(ops_, normed));
+    } else {
+      LOCUS_ASSIGN_OR_RETURN(mlp_out, gated_mlp_forward(ops_, *layer.dense_mlp, normed));
+    }
+    const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
+    LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, mlp_out, next_norm, eps_, normed));
+  }
+
+  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+  LOCUS_ASSIGN_OR_RETURN(Tensor selected, ops_.empty({rows, hidden}, dtype));
+  LOCUS_RETURN_IF_ERROR(ops_.gather_rows(normed, device.logits_indices, selected));
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops_.empty({rows, config_.vocab_size}, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, logits));
+  return ops_.to_host(logits);
+}
+
+}  // namespace locus

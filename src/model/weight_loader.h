@@ -1,0 +1,36 @@
+// Reads weights by Hugging Face name from a WeightSource (checkpoint or dummy) and hands them
+// to the backend to prepare. Knows the quantized forms: an fp8 e4m3 projection comes with its
+// `<module>.weight_scale_inv` and the config's block size.
+#pragma once
+
+#include <string>
+
+#include "backend/ops.h"
+#include "io/model_config.h"
+#include "model/weight_source.h"
+
+namespace locus {
+
+class WeightLoader {
+ public:
+  WeightLoader(const ModelConfig& config, const WeightSource& source, Ops& ops)
+      : config_(config), source_(source), ops_(ops) {}
+
+  // `<module>.weight` (+ `.weight_scale_inv` when stored as fp8) (+ `.bias` when has_bias).
+  Expected<LinearWeight> linear(const std::string& module, bool has_bias = false);
+  // A float tensor (norm weight, embedding table, correction bias), prepared.
+  Expected<Tensor> tensor(const std::string& name);
+  // `<prefix>.<gate>`, `<prefix>.<up>`, `<prefix>.<down>`.
+  Expected<ExpertWeights> gated_mlp(const std::string& prefix, const char* gate, const char* up,
+                                    const char* down);
+
+  Ops& ops() { return ops_; }
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  const ModelConfig& config_;
+  const WeightSource& source_;
+  Ops& ops_;
+};
+
+}  // namespace locus

@@ -1,0 +1,120 @@
+// Drives a Model like an engine would, for the forward tests: several prompts, each with its own
+// (deliberately scattered) blocks of one paged cache, prefilled whole or in chunks, alone or
+// batched together, then decoded greedily. Header-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "model/model.h"
+
+namespace locus::testing {
+
+using Prompts = std::vector<std::vector<int32_t>>;
+
+// Sequence i owns blocks [i * per_seq, (i + 1) * per_seq) in reverse order, so every read goes
+// through the block table and sequences interleave in memory.
+inline std::vector<int32_t> blocks_of(int64_t seq, int64_t per_seq) {
+  std::vector<int32_t> blocks;
+  for (int64_t b = per_seq - 1; b >= 0; --b)
+    blocks.push_back(static_cast<int32_t>(seq * per_seq + b));
+  return blocks;
+}
+
+struct Driver {
+  Model& model;
+  int64_t block_size = 4;
+  int64_t max_tokens_per_seq = 64;
+
+  int64_t blocks_per_seq() const { return (max_tokens_per_seq + block_size - 1) / block_size; }
+
+  KvCache fresh_cache(int64_t num_seqs) const {
+    return model.allocate_kv_cache(num_seqs * blocks_per_seq(), block_size).value();
+  }
+
+  // Logits at every prompt position, per prompt ([L_i * vocab]), with the prompts prefilled
+  // together, `chunk` new tokens per sequence per step (0 = the whole prompt at once).
+  std::vector<std::vector<float>> prefill_logits(const Prompts& prompts, int64_t chunk) const {
+    const int64_t vocab = model.vocab_size();
+    KvCache cache = fresh_cache(static_cast<int64_t>(prompts.size()));
+    std::vector<int64_t> computed(prompts.size(), 0);
+    std::vector<std::vector<float>> logits(prompts.size());
+    while (true) {
+      ForwardBatchBuilder builder(static_cast<int>(block_size));
+      std::vector<std::pair<size_t, int64_t>> rows;  // (prompt, tokens added this step)
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const int64_t left = static_cast<int64_t>(prompts[i].size()) - computed[i];
+        if (left == 0) continue;
+        const int64_t n = chunk > 0 ? std::min(chunk, left) : left;
+        const auto blocks = blocks_of(static_cast<int64_t>(i), blocks_per_seq());
+        EXPECT_TRUE(builder
+                        .add_sequence(std::span(prompts[i]).subspan(computed[i], n), computed[i],
+                                      blocks, LogitsFor::kAllTokens)
+                        .is_ok());
+        rows.emplace_back(i, n);
+      }
+      if (rows.empty()) break;
+      ForwardBatch batch = std::move(builder).build();
+      auto out = model.forward(batch, cache);
+      EXPECT_TRUE(out.has_value()) << out.status().to_string();
+      if (!out) return {};
+      const float* p = out->data<float>();
+      for (auto [i, n] : rows) {
+        logits[i].insert(logits[i].end(), p, p + n * vocab);
+        p += n * vocab;
+        computed[i] += n;
+      }
+    }
+    return logits;
+  }
+
+  // Each prompt's logits when it is prefilled alone (its own cache and batch).
+  std::vector<std::vector<float>> prefill_logits_alone(const Prompts& prompts,
+                                                       int64_t chunk) const {
+    std::vector<std::vector<float>> out;
+    for (const auto& p : prompts)
+      out.push_back(prefill_logits({p}, chunk)[0]);
+    return out;
+  }
+
+  // Greedy continuation of `steps` tokens per prompt, all prompts decoded in one batch per step.
+  // The last-position logits of each step are appended to `step_logits` when given.
+  Prompts greedy(const Prompts& prompts, int64_t steps,
+                 std::vector<std::vector<float>>* step_logits = nullptr) const {
+    const int64_t vocab = model.vocab_size();
+    KvCache cache = fresh_cache(static_cast<int64_t>(prompts.size()));
+    Prompts generated(prompts.size());
+    std::vector<int64_t> computed(prompts.size(), 0);
+    if (step_logits) step_logits->assign(prompts.size(), {});
+    for (int64_t step = 0; step < steps; ++step) {
+      ForwardBatchBuilder builder(static_cast<int>(block_size));
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        std::vector<int32_t> all = prompts[i];
+        all.insert(all.end(), generated[i].begin(), generated[i].end());
+        const auto blocks = blocks_of(static_cast<int64_t>(i), blocks_per_seq());
+        EXPECT_TRUE(builder
+                        .add_sequence(std::span(all).subspan(computed[i]), computed[i], blocks,
+                                      LogitsFor::kLastToken)
+                        .is_ok());
+        computed[i] = static_cast<int64_t>(all.size());
+      }
+      ForwardBatch batch = std::move(builder).build();
+      auto out = model.forward(batch, cache);
+      EXPECT_TRUE(out.has_value()) << out.status().to_string();
+      if (!out) return generated;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const float* row = out->data<float>() + static_cast<int64_t>(i) * vocab;
+        // torch.argmax: the first maximum wins.
+        generated[i].push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+        if (step_logits) (*step_logits)[i].insert((*step_logits)[i].end(), row, row + vocab);
+      }
+    }
+    return generated;
+  }
+};
+
+}  // namespace locus::testing
