@@ -13,5 +13,7 @@ using Runner = std::function<int()>;
 // Each adds a subcommand to `app`; `run` is set to the subcommand's action when it is parsed.
 void add_info_command(CLI::App& app, Runner& run);
 void add_inspect_command(CLI::App& app, Runner& run);
+void add_tokenize_command(CLI::App& app, Runner& run);
+void add_generate_command(CLI::App& app, Runner& run);
 
 }  // namespace locus::cli

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   locus::cli::Runner run;
   locus::cli::add_info_command(app, run);
   locus::cli::add_inspect_command(app, run);
+  locus::cli::add_tokenize_command(app, run);
+  locus::cli::add_generate_command(app, run);
 
   CLI11_PARSE(app, argc, argv);
   if (!log_level.empty()) {

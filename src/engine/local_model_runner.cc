@@ -1,0 +1,89 @@
+#include "engine/local_model_runner.h"
+
+#include <fmt/format.h>
+
+#include "io/model_config.h"
+#include "model/dummy_weights.h"
+#include "model/weight_layout.h"
+#include "model/weight_source.h"
+
+namespace locus {
+
+Expected<LoadFormat> parse_load_format(std::string_view name) {
+  if (name == "auto") return LoadFormat::kAuto;
+  if (name == "safetensors") return LoadFormat::kSafetensors;
+  if (name == "dummy") return LoadFormat::kDummy;
+  return invalid_argument(
+      fmt::format("--load-format {}: supported formats are auto, safetensors, dummy", name));
+}
+
+Expected<LoadedModel> load_model(const std::filesystem::path& model_dir, LoadFormat format,
+                                 Ops& ops, uint64_t seed) {
+  LOCUS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
+  std::unique_ptr<WeightSource> source;
+  if (format == LoadFormat::kDummy) {
+    LOCUS_ASSIGN_OR_RETURN(WeightLayout layout, weight_layout(config));
+    source = std::make_unique<DummyWeights>(std::move(layout), seed);
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(source, CheckpointWeights::open(model_dir));
+  }
+  LoadedModel loaded;
+  loaded.weights_description = source->description();
+  LOCUS_ASSIGN_OR_RETURN(loaded.model, Model::load(config, *source, ops));
+  loaded.config = std::move(config);
+  return loaded;
+}
+
+Expected<std::unique_ptr<LocalModelRunner>> LocalModelRunner::create(std::unique_ptr<Ops> ops,
+                                                                     std::unique_ptr<Model> model,
+                                                                     int block_size) {
+  if (!ops || !model) return invalid_argument("LocalModelRunner: needs a backend and a model");
+  if (&model->ops() != ops.get()) {
+    return invalid_argument("LocalModelRunner: the model was loaded on another backend");
+  }
+  const KvCacheShape shape = model->kv_cache_shape();
+  const DType dtype = ops->kv_cache_dtype();
+  const int layers = static_cast<int>(shape.num_layers);
+  KVCacheSpec spec =
+      shape.kind == KvCacheKind::kMla
+          ? KVCacheSpec::mla(layers, static_cast<int>(shape.kv_lora_rank),
+                             static_cast<int>(shape.qk_rope_head_dim), dtype, block_size)
+          : KVCacheSpec::full_attention(layers, static_cast<int>(shape.num_kv_heads),
+                                        static_cast<int>(shape.head_dim), dtype, block_size);
+  // KVCacheSpec sizes GQA blocks as K + V of head_dim each; a model with a different V width
+  // would be under-counted, so say so rather than overrun the budget.
+  if (shape.kind == KvCacheKind::kGqa && shape.v_head_dim != shape.head_dim) {
+    return unsupported(fmt::format("LocalModelRunner: v_head_dim {} != head_dim {}",
+                                   shape.v_head_dim, shape.head_dim));
+  }
+  LOCUS_RETURN_IF_ERROR(spec.validate());
+  return std::unique_ptr<LocalModelRunner>(
+      new LocalModelRunner(std::move(ops), std::move(model), spec));
+}
+
+Status LocalModelRunner::initialize_kv_cache(int num_blocks) {
+  if (cache_ready_) return internal_error("initialize_kv_cache: called twice");
+  LOCUS_ASSIGN_OR_RETURN(cache_, model_->allocate_kv_cache(num_blocks, spec_.block_size));
+  cache_ready_ = true;
+  return Status::ok();
+}
+
+Expected<Tensor> LocalModelRunner::execute(const ModelInputBatch& batch) {
+  if (!cache_ready_) return internal_error("execute: the KV cache is not initialized");
+  if (batch.block_size != spec_.block_size) {
+    return invalid_argument(fmt::format("execute: batch block_size {} != the runner's {}",
+                                        batch.block_size, spec_.block_size));
+  }
+  forward_.block_size = batch.block_size;
+  forward_.token_ids = batch.token_ids;
+  forward_.positions = batch.positions;
+  forward_.query_start_loc = batch.query_start_loc;
+  forward_.seq_lens = batch.seq_lens;
+  forward_.max_num_blocks_per_seq = batch.max_num_blocks_per_req;
+  forward_.block_table = batch.block_table;
+  forward_.slot_mapping = batch.slot_mapping;
+  forward_.logits_indices = batch.logits_indices;
+  return model_->forward(forward_, cache_);
+}
+
+}  // namespace locus

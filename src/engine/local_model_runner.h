@@ -1,0 +1,64 @@
+// The ModelRunner that runs a locus Model in this process on one Ops backend: the engine's
+// ModelInputBatch becomes the model's ForwardBatch (same arrays, vLLM's names) and the paged
+// KV cache lives on the backend. The CPU reference backend and the CUDA backend (#7) both run
+// under it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backend/ops.h"
+#include "engine/model_runner.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace locus {
+
+enum class LoadFormat : uint8_t {
+  kAuto,         // safetensors from the model folder
+  kSafetensors,  // same, explicitly
+  kDummy,        // deterministic random weights of the checkpoint's shapes (benchmarks)
+};
+
+// "auto" | "safetensors" | "dummy" (vLLM's --load-format values we support).
+Expected<LoadFormat> parse_load_format(std::string_view name);
+
+struct LoadedModel {
+  ModelConfig config;
+  std::unique_ptr<Model> model;  // prepared on the Ops it was loaded with
+  std::string weights_description;
+};
+
+// Reads config.json from `model_dir`, opens its weights (or makes dummy ones from `seed`) and
+// loads them onto `ops`, which must outlive the model.
+Expected<LoadedModel> load_model(const std::filesystem::path& model_dir, LoadFormat format,
+                                 Ops& ops, uint64_t seed = 0);
+
+class LocalModelRunner final : public ModelRunner {
+ public:
+  // Takes the backend and a model loaded on it; `block_size` is the engine's --block-size.
+  static Expected<std::unique_ptr<LocalModelRunner>> create(std::unique_ptr<Ops> ops,
+                                                            std::unique_ptr<Model> model,
+                                                            int block_size);
+
+  int vocab_size() const override { return static_cast<int>(model_->vocab_size()); }
+  const KVCacheSpec& kv_cache_spec() const override { return spec_; }
+  Status initialize_kv_cache(int num_blocks) override;
+  Expected<Tensor> execute(const ModelInputBatch& batch) override;
+
+  const Model& model() const { return *model_; }
+
+ private:
+  LocalModelRunner(std::unique_ptr<Ops> ops, std::unique_ptr<Model> model, KVCacheSpec spec)
+      : ops_(std::move(ops)), model_(std::move(model)), spec_(spec) {}
+
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Model> model_;  // declared after ops_: destroyed first
+  KVCacheSpec spec_;
+  KvCache cache_;
+  bool cache_ready_ = false;
+  ForwardBatch forward_;  // reused across steps: its vectors keep their capacity
+};
+
+}  // namespace locus

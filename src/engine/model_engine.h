@@ -1,0 +1,54 @@
+// Everything between a model folder and a running LLMEngine, shared by `locus generate`, the
+// server and the benchmarks: config.json, generation_config.json, the tokenizer, the weights on
+// a backend, the KV budget, and the engine threads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine_config.h"
+#include "engine/llm_engine.h"
+#include "engine/local_model_runner.h"
+#include "io/generation_config.h"
+#include "io/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace locus {
+
+struct ModelEngineOptions {
+  std::filesystem::path model_dir;
+  LoadFormat load_format = LoadFormat::kAuto;
+  uint64_t weight_seed = 0;  // dummy weights
+  int block_size = 16;       // --block-size
+  // Scheduler limits, prefix caching, seed. max_model_len 0 = the model's
+  // max_position_embeddings. num_kv_blocks 0 = as many as kv_cache_memory_bytes holds, but no
+  // more than max_num_seqs full-length sequences need.
+  EngineConfig engine;
+  // Use the CPU backend's batch-invariant GEMM (bit-identical rows whatever the batch).
+  bool cpu_batch_invariant = true;
+  int cpu_threads = 0;
+  // Without a tokenizer the engine takes and returns token ids only.
+  bool load_tokenizer = true;
+};
+
+struct ModelEngine {
+  ModelConfig config;
+  GenerationConfig generation;
+  std::optional<Tokenizer> tokenizer;
+  std::string backend_name;
+  std::string weights_description;
+  int num_kv_blocks = 0;
+  int64_t kv_cache_bytes = 0;
+  std::unique_ptr<LLMEngine> engine;
+
+  // Sampling defaults from generation_config.json (vLLM --generation-config auto): temperature,
+  // top_p, top_k, min_p, repetition_penalty, max_new_tokens.
+  SamplingParams default_sampling_params() const;
+};
+
+Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options);
+
+}  // namespace locus
