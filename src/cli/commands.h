@@ -15,5 +15,6 @@ void add_info_command(CLI::App& app, Runner& run);
 void add_inspect_command(CLI::App& app, Runner& run);
 void add_tokenize_command(CLI::App& app, Runner& run);
 void add_generate_command(CLI::App& app, Runner& run);
+void add_serve_command(CLI::App& app, Runner& run);
 
 }  // namespace locus::cli

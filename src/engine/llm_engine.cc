@@ -161,6 +161,16 @@ Expected<std::vector<RequestResult>> LLMEngine::generate(
   return results;
 }
 
+Status LLMEngine::health() {
+  std::lock_guard lock(processor_mutex_);
+  return dead_;
+}
+
+int LLMEngine::num_unfinished_requests() {
+  std::lock_guard lock(processor_mutex_);
+  return static_cast<int>(streams_.size());
+}
+
 EngineStats LLMEngine::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;

@@ -61,6 +61,10 @@ class LLMEngine {
                                                 const SamplingParams& params);
 
   EngineStats stats() const;
+  // ok while the engine runs; the error that killed it (or "shutting down") afterwards.
+  Status health();
+  // Requests added and not yet finished (waiting, running or draining to their streams).
+  int num_unfinished_requests();
   int vocab_size() const { return vocab_size_; }
   const EngineConfig& config() const { return config_; }
 

@@ -259,13 +259,20 @@ class FailingModel : public ModelRunner {
 TEST(LLMEngine, AModelFailureFailsEveryStream) {
   auto engine = make_engine(engine_config(), std::make_unique<FailingModel>(3));
   auto a = engine->add_request(prompt_for(0), greedy(50));
+  ASSERT_TRUE(a.has_value());
+  // On a loaded machine the engine may already have died (three steps of `a` alone) before
+  // `b` arrives; then adding it must fail with the same error instead.
   auto b = engine->add_request(prompt_for(1), greedy(50));
-  ASSERT_TRUE(a.has_value() && b.has_value());
   auto ra = (*a)->collect();
-  auto rb = (*b)->collect();
   ASSERT_FALSE(ra.has_value());
   EXPECT_NE(ra.error().message().find("device lost"), std::string::npos);
-  ASSERT_FALSE(rb.has_value());
+  if (b.has_value()) {
+    auto rb = (*b)->collect();
+    ASSERT_FALSE(rb.has_value());
+    EXPECT_NE(rb.error().message().find("device lost"), std::string::npos);
+  } else {
+    EXPECT_NE(b.error().message().find("device lost"), std::string::npos);
+  }
   EXPECT_FALSE(engine->add_request(prompt_for(2), greedy(5)).has_value());
 }
 

@@ -1,0 +1,340 @@
+// `locus serve` end to end, with the official OpenAI Node client, curl and raw sockets:
+// chat + completions, streaming and not, n=2, stop strings, logprobs, usage against /tokenize,
+// stream == non-stream for the same seed, 30+ malformed or hostile requests (each gets its
+// documented error and the server stays up with no leaked KV blocks), a client that disconnects
+// mid-stream, 500 concurrent streams, and a clean SIGTERM exit.
+//
+//   node tests/e2e/openai_e2e.mjs --locus build/cpu/locus --fixtures tests/fixtures \
+//        --tokenizer build/test-data/tokenizers/qwen3
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import OpenAI from 'openai';
+import { assert, assertEq, Checks, makeModelDir, metrics, parseArgs, startServer, stopServer,
+         waitIdle } from './harness.mjs';
+
+const args = parseArgs(process.argv);
+const API_KEY = 'e2e-secret';
+const modelDir = makeModelDir(args);
+const server = await startServer(args.locus, modelDir, [
+  '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '128', '--cpu-openblas',
+  '--max-request-body-mib', '1', '--seed', '7',
+]);
+const base = server.baseUrl;
+const client = new OpenAI({ apiKey: API_KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+const checks = new Checks();
+const auth = { Authorization: `Bearer ${API_KEY}`, 'Content-Type': 'application/json' };
+
+async function post(path, body, headers = auth) {
+  const r = await fetch(`${base}${path}`, { method: 'POST', headers,
+                                            body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await r.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: r.status, json, text };
+}
+
+async function tokenCount(body) {
+  const r = await post('/tokenize', body);
+  assertEq(r.status, 200, `/tokenize ${r.text}`);
+  assertEq(r.json.count, r.json.tokens.length, '/tokenize count');
+  return r.json.count;
+}
+
+const messages = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Name three prime numbers. 你好 👋🏽' },
+];
+
+await checks.run('health, version, models', async () => {
+  assertEq((await fetch(`${base}/health`)).status, 200, '/health');
+  const v = await (await fetch(`${base}/version`)).json();
+  assert(typeof v.version === 'string', '/version has a version');
+  const models = await client.models.list();
+  assertEq(models.data.map((m) => m.id), ['tiny'], 'model ids');
+  assertEq(models.data[0].max_model_len, 256, 'max_model_len');
+});
+
+let chatText;
+await checks.run('chat non-stream: usage equals the tokenizer counts', async () => {
+  const r = await client.chat.completions.create({
+    model: 'tiny', messages, max_tokens: 12, temperature: 0.8, seed: 42, ignore_eos: true,
+  });
+  assertEq(r.object, 'chat.completion', 'object');
+  assertEq(r.choices.length, 1, 'choices');
+  assertEq(r.choices[0].message.role, 'assistant', 'role');
+  assertEq(r.choices[0].finish_reason, 'length', 'finish_reason');
+  chatText = r.choices[0].message.content;
+  assert(typeof chatText === 'string' && chatText.length > 0, 'content');
+  const prompt = await tokenCount({ model: 'tiny', messages, add_generation_prompt: true });
+  assertEq(r.usage.prompt_tokens, prompt, 'usage.prompt_tokens vs /tokenize');
+  assertEq(r.usage.completion_tokens, 12, 'usage.completion_tokens');
+  assertEq(r.usage.total_tokens, prompt + 12, 'usage.total_tokens');
+  const decoded = await post('/tokenize', { model: 'tiny', prompt: chatText, add_special_tokens: false });
+  assert(decoded.json.count > 0, 'completion text tokenizes');
+});
+
+await checks.run('chat stream == non-stream for the same seed; include_usage', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'tiny', messages, max_tokens: 12, temperature: 0.8, seed: 42, ignore_eos: true,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let text = '';
+  let role;
+  let finish;
+  let usage;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks += 1;
+    assertEq(chunk.object, 'chat.completion.chunk', 'chunk object');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert(chunks >= 3, `several chunks (${chunks})`);
+  assertEq(role, 'assistant', 'first delta role');
+  assertEq(text, chatText, 'streamed text');
+  assertEq(finish, 'length', 'finish_reason');
+  assert(usage && usage.completion_tokens === 12, `usage chunk ${JSON.stringify(usage)}`);
+});
+
+await checks.run('completions n=2, stream and not, same seed', async () => {
+  const req = { model: 'tiny', prompt: 'The capital of France is', max_tokens: 10, n: 2,
+                temperature: 1.0, seed: 5, ignore_eos: true };
+  const r = await client.completions.create(req);
+  assertEq(r.object, 'text_completion', 'object');
+  assertEq(r.choices.map((c) => c.index).sort(), [0, 1], 'indices');
+  assertEq(r.usage.completion_tokens, 20, 'completion tokens of both');
+  assertEq(r.usage.prompt_tokens, await tokenCount({ model: 'tiny', prompt: req.prompt }),
+           'prompt tokens vs /tokenize');
+  const texts = ['', ''];
+  for await (const chunk of await client.completions.create({ ...req, stream: true })) {
+    for (const c of chunk.choices) texts[c.index] += c.text;
+  }
+  const want = [0, 1].map((i) => r.choices.find((c) => c.index === i).text);
+  assertEq(texts, want, 'streamed texts per index');
+  assert(want[0] !== want[1], 'the two samples differ (child seeds differ)');
+});
+
+await checks.run('completions: token-id prompt, list of prompts, echo', async () => {
+  const ids = (await post('/tokenize', { model: 'tiny', prompt: 'Hello world' })).json.tokens;
+  const a = await client.completions.create({ model: 'tiny', prompt: ids, max_tokens: 5,
+                                              temperature: 0, ignore_eos: true });
+  const b = await client.completions.create({ model: 'tiny', prompt: 'Hello world', max_tokens: 5,
+                                              temperature: 0, ignore_eos: true });
+  assertEq(a.choices[0].text, b.choices[0].text, 'ids and text prompt agree (greedy)');
+  const two = await client.completions.create({ model: 'tiny', prompt: ['Hello world', 'Bye'],
+                                                max_tokens: 3, temperature: 0, ignore_eos: true });
+  assertEq(two.choices.length, 2, 'one choice per prompt');
+  assertEq(two.choices.find((c) => c.index === 0).text, b.choices[0].text.slice(0, two.choices[0].text.length), 'prefix of the 5-token answer');
+  const e = await client.completions.create({ model: 'tiny', prompt: 'Hello world', max_tokens: 5,
+                                              temperature: 0, ignore_eos: true, echo: true });
+  assertEq(e.choices[0].text, 'Hello world' + b.choices[0].text, 'echo');
+});
+
+await checks.run('stop strings cut the text and finish with stop', async () => {
+  const full = await client.completions.create({ model: 'tiny', prompt: 'Once upon a time',
+                                                 max_tokens: 40, temperature: 0, ignore_eos: true });
+  const text = full.choices[0].text;
+  assert(text.length >= 12, `long enough text (${JSON.stringify(text)})`);
+  const stop = [...text].slice(6, 9).join('');
+  const cut = text.slice(0, text.indexOf(stop));
+  for (const stream of [false, true]) {
+    const req = { model: 'tiny', prompt: 'Once upon a time', max_tokens: 40, temperature: 0,
+                  ignore_eos: true, stop: [stop] };
+    let got;
+    let finish;
+    if (stream) {
+      got = '';
+      for await (const c of await client.completions.create({ ...req, stream: true })) {
+        got += c.choices[0]?.text ?? '';
+        finish = c.choices[0]?.finish_reason ?? finish;
+      }
+    } else {
+      const r = await client.completions.create(req);
+      got = r.choices[0].text;
+      finish = r.choices[0].finish_reason;
+      assertEq(r.choices[0].stop_reason, stop, 'stop_reason');
+    }
+    assertEq(got, cut, `text before the stop string (stream=${stream})`);
+    assertEq(finish, 'stop', 'finish_reason');
+  }
+  const inc = await client.completions.create({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 40,
+                                                temperature: 0, ignore_eos: true, stop: [stop],
+                                                include_stop_str_in_output: true });
+  assertEq(inc.choices[0].text, cut + stop, 'include_stop_str_in_output');
+});
+
+await checks.run('logprobs: chat top_logprobs and completions logprobs', async () => {
+  const r = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 6,
+                                                   temperature: 0, logprobs: true, top_logprobs: 3,
+                                                   ignore_eos: true });
+  const content = r.choices[0].logprobs.content;
+  assertEq(content.length, 6, 'one entry per token');
+  for (const t of content) {
+    assert(t.logprob <= 0, 'logprob <= 0');
+    assertEq(t.top_logprobs.length, 3, 'top_logprobs');
+    assert(t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob, 'sorted');
+    assertEq(t.logprob, t.top_logprobs[0].logprob, 'greedy token is the top one');
+    assert(Array.isArray(t.bytes), 'bytes');
+  }
+  const c = await client.completions.create({ model: 'tiny', prompt: 'Hi', max_tokens: 4,
+                                              temperature: 0, logprobs: 2, ignore_eos: true });
+  const lp = c.choices[0].logprobs;
+  assertEq(lp.tokens.length, 4, 'tokens');
+  assertEq(lp.token_logprobs.length, 4, 'token_logprobs');
+  assertEq(lp.top_logprobs.length, 4, 'top_logprobs');
+  assertEq(lp.text_offset[0], 0, 'first offset');
+  assertEq(lp.tokens.join(''), c.choices[0].text, 'tokens concatenate to the text');
+});
+
+await checks.run('curl speaks SSE', async () => {
+  const out = await new Promise((resolve, reject) => {
+    execFile('curl', ['-sN', `${base}/v1/completions`, '-H', `Authorization: Bearer ${API_KEY}`,
+                      '-H', 'Content-Type: application/json', '-d',
+                      JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 5, stream: true,
+                                       temperature: 0, ignore_eos: true })],
+             (err, stdout) => (err ? reject(err) : resolve(stdout)));
+  });
+  const events = out.split('\n\n').filter((e) => e.length);
+  assert(events.every((e) => e.startsWith('data: ')), `every event is data: (${out})`);
+  assertEq(events[events.length - 1], 'data: [DONE]', 'terminated by [DONE]');
+  const text = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)).choices[0]?.text ?? '').join('');
+  const ref = await client.completions.create({ model: 'tiny', prompt: 'Hi', max_tokens: 5,
+                                                temperature: 0, ignore_eos: true });
+  assertEq(text, ref.choices[0].text, 'curl stream text');
+});
+
+// --- bad input: [name, request function, expected status] -----------------------------------
+const big = 'x'.repeat(10 * 1024 * 1024);
+const chat = (extra) => JSON.stringify({ model: 'tiny', messages, max_tokens: 4, ...extra });
+const comp = (extra) => JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 4, ...extra });
+const bad = [
+  ['invalid JSON', () => post('/v1/chat/completions', '{"model": "tiny", "messages": ['), 400],
+  ['JSON array body', () => post('/v1/chat/completions', '[1, 2]'), 400],
+  ['empty body', () => post('/v1/completions', ''), 400],
+  ['invalid UTF-8', () => fetch(`${base}/v1/completions`, { method: 'POST', headers: auth,
+      body: Buffer.concat([Buffer.from('{"model":"tiny","prompt":"'), Buffer.from([0xff, 0xfe]),
+                           Buffer.from('","max_tokens":3}')]) }).then((r) => ({ status: r.status })), 400],
+  ['huge max_tokens', () => post('/v1/completions', comp({ max_tokens: 1e30 })), 400],
+  ['max_tokens 0', () => post('/v1/completions', comp({ max_tokens: 0 })), 400],
+  ['max_tokens -1', () => post('/v1/chat/completions', chat({ max_tokens: -1 })), 400],
+  ['temperature string', () => post('/v1/chat/completions', chat({ temperature: 'hot' })), 400],
+  ['temperature negative', () => post('/v1/chat/completions', chat({ temperature: -1 })), 400],
+  ['top_p 2', () => post('/v1/completions', comp({ top_p: 2 })), 400],
+  ['absurd n', () => post('/v1/completions', comp({ n: 100000 })), 400],
+  ['n 0', () => post('/v1/completions', comp({ n: 0 })), 400],
+  ['logprobs too many', () => post('/v1/completions', comp({ logprobs: 50 })), 400],
+  ['top_logprobs without logprobs', () => post('/v1/chat/completions', chat({ top_logprobs: 2 })), 400],
+  ['token id outside vocab', () => post('/v1/completions', comp({ prompt: [1, 2, 99999999] })), 400],
+  ['negative token id', () => post('/v1/completions', comp({ prompt: [-5] })), 400],
+  ['empty prompt list', () => post('/v1/completions', comp({ prompt: [] })), 400],
+  ['empty messages', () => post('/v1/chat/completions', chat({ messages: [] })), 400],
+  ['messages not a list', () => post('/v1/chat/completions', chat({ messages: 'hi' })), 400],
+  ['unknown role', () => post('/v1/chat/completions', chat({ messages: [{ role: 'wizard', content: 'x' }] })), 400],
+  ['image content part', () => post('/v1/chat/completions', chat({ messages: [{ role: 'user',
+      content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }] })), 400],
+  ['stream_options without stream', () => post('/v1/chat/completions', chat({ stream_options: { include_usage: true } })), 400],
+  ['logit_bias bad key', () => post('/v1/completions', comp({ logit_bias: { abc: 1 } })), 400],
+  ['stop not a string', () => post('/v1/completions', comp({ stop: 5 })), 400],
+  ['best_of above n', () => post('/v1/completions', comp({ best_of: 3 })), 400],
+  ['suffix', () => post('/v1/completions', comp({ suffix: 'end' })), 400],
+  ['prompt longer than max-model-len', () => post('/v1/completions', comp({ prompt: 'hello '.repeat(400) })), 400],
+  ['prompt + max_tokens over the context', () => post('/v1/completions', comp({ max_tokens: 250, prompt: 'hello '.repeat(20) })), 400],
+  ['unknown model', () => post('/v1/completions', comp({ model: 'gpt-5' })), 404],
+  ['unknown route', () => post('/v1/embeddings', comp({})), 404],
+  ['wrong method', () => fetch(`${base}/v1/completions`, { headers: auth }).then((r) => ({ status: r.status })), 405],
+  ['missing API key', () => post('/v1/completions', comp({}), { 'Content-Type': 'application/json' }), 401],
+  ['wrong API key', () => post('/v1/completions', comp({}), { Authorization: 'Bearer nope', 'Content-Type': 'application/json' }), 401],
+  ['10 MB body', () => post('/v1/completions', JSON.stringify({ model: 'tiny', prompt: big })), 413],
+  ['huge seed', () => post('/v1/completions', comp({ seed: 1e300 })), 400],
+  ['detokenize out of vocab', () => post('/detokenize', { model: 'tiny', tokens: [1, 1e9] }), 400],
+];
+for (const [name, send, status] of bad) {
+  await checks.run(`bad input: ${name} -> ${status}`, async () => {
+    const r = await send();
+    assertEq(r.status, status, 'status');
+    if (r.json !== undefined || r.text !== undefined) {
+      assert(r.json && r.json.error && typeof r.json.error.message === 'string',
+             `OpenAI-shaped error body: ${r.text && r.text.slice(0, 200)}`);
+      assertEq(r.json.error.code, status, 'error.code');
+    }
+  });
+}
+
+await checks.run('slowloris and 1000 dropped connections leave the server answering', async () => {
+  const slow = net.connect(server.port, '127.0.0.1');
+  slow.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le');  // and never more
+  const sockets = [];
+  await Promise.all(Array.from({ length: 1000 }, (_, i) => new Promise((resolve) => {
+    const s = net.connect(server.port, '127.0.0.1', () => {
+      if (i % 2) s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"mo');
+      s.destroy();
+      resolve();
+    });
+    s.on('error', resolve);
+    sockets.push(s);
+  })));
+  const r = await client.completions.create({ model: 'tiny', prompt: 'still there?', max_tokens: 3,
+                                              temperature: 0, ignore_eos: true });
+  assertEq(r.choices[0].finish_reason, 'length', 'normal request after the abuse');
+  slow.destroy();
+});
+
+await checks.run('a client that disconnects mid-stream frees its KV blocks', async () => {
+  const controller = new AbortController();
+  const stream = await client.completions.create(
+    { model: 'tiny', prompt: 'Tell me a long story', max_tokens: 200, temperature: 0,
+      ignore_eos: true, stream: true }, { signal: controller.signal });
+  let chunks = 0;
+  try {
+    for await (const _ of stream) {  // eslint-disable-line no-unused-vars
+      chunks += 1;
+      if (chunks === 2) controller.abort();
+    }
+  } catch (e) {
+    assert(e.name === 'AbortError' || /abort/i.test(String(e)), `aborted: ${e}`);
+  }
+  const idle = await waitIdle(base, 10000);
+  const aborted = idle.text.match(/^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\d+)/m);
+  assert(aborted && Number(aborted[1]) >= 1, 'the request was aborted, not run to its end');
+  const gen = idle.value('vllm:generation_tokens_total');
+  assert(gen !== undefined, 'generation counter exported');
+});
+
+await checks.run('500 concurrent streaming requests all complete', async () => {
+  const results = await Promise.all(Array.from({ length: 500 }, async (_, i) => {
+    let text = '';
+    let finish;
+    for await (const c of await client.completions.create({
+      model: 'tiny', prompt: `Request number ${i}:`, max_tokens: 6, temperature: 0.5, seed: i,
+      ignore_eos: true, stream: true })) {
+      text += c.choices[0]?.text ?? '';
+      finish = c.choices[0]?.finish_reason ?? finish;
+    }
+    return { text, finish };
+  }));
+  const finished = results.filter((r) => r.finish === 'length').length;
+  assertEq(finished, 500, 'streams finished with length');
+});
+
+await checks.run('after everything: idle, no leaked KV blocks, /health still 200', async () => {
+  const m = await waitIdle(base, 20000);
+  assertEq(m.value('vllm:kv_cache_usage_perc'), 0, 'kv usage');
+  assertEq((await fetch(`${base}/health`)).status, 200, '/health');
+  assert(m.value('vllm:prompt_tokens_total') > 0, 'prompt token counter');
+  assert(/vllm:time_to_first_token_seconds_bucket/.test(m.text), 'TTFT histogram');
+  assert(/vllm:e2e_request_latency_seconds_count/.test(m.text), 'e2e histogram');
+});
+
+await checks.run('SIGTERM exits 0 within the grace period', async () => {
+  const code = await stopServer(server, 'SIGTERM', 30000);
+  assertEq(code, 0, 'exit code');
+});
+
+if (server.child.exitCode === null) await stopServer(server, 'SIGKILL');
+fs.rmSync(modelDir, { recursive: true, force: true });
+process.exit(checks.summary());
