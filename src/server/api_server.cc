@@ -153,20 +153,32 @@ std::string ApiServer::next_id(std::string_view prefix) {
 
 awaitable<void> ApiServer::chat_completions(const http::Request& req, http::Responder& res) {
   auto parsed = openai::parse_chat_completion_request(req.body, defaults_, limits_);
-  if (const ApiError* e = error_of(parsed)) co_return co_await send_api_error(res, *e);
+  if (const ApiError* e = error_of(parsed)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   auto& r = std::get<openai::ChatCompletionRequest>(parsed);
-  if (auto e = check_model(r.model)) co_return co_await send_api_error(res, *e);
+  if (auto e = check_model(r.model)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
 
   auto prompt = render_chat(r.messages, r.tools, r.chat_template_kwargs, r.add_generation_prompt,
                             r.continue_final_message);
-  if (const ApiError* e = error_of(prompt)) co_return co_await send_api_error(res, *e);
+  if (const ApiError* e = error_of(prompt)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   // The template writes BOS itself (vLLM tokenizes chat prompts without special tokens).
   auto ids = tokenizer_.encode(std::get<std::string>(prompt), /*add_special_tokens=*/false);
   if (!ids) {
-    co_return co_await send_api_error(res, ApiError{400, ids.error().message(), "messages"});
+    const ApiError error{400, ids.error().message(), "messages"};
+    co_await send_api_error(res, error);
+    co_return;
   }
   if (auto e = openai::finalize_for_prompt(r.params, *ids, limits_)) {
-    co_return co_await send_api_error(res, *e);
+    co_await send_api_error(res, *e);
+    co_return;
   }
   Job job;
   job.chat = true;
@@ -183,9 +195,15 @@ awaitable<void> ApiServer::chat_completions(const http::Request& req, http::Resp
 
 awaitable<void> ApiServer::completions(const http::Request& req, http::Responder& res) {
   auto parsed = openai::parse_completion_request(req.body, defaults_, limits_);
-  if (const ApiError* e = error_of(parsed)) co_return co_await send_api_error(res, *e);
+  if (const ApiError* e = error_of(parsed)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   auto& r = std::get<openai::CompletionRequest>(parsed);
-  if (auto e = check_model(r.model)) co_return co_await send_api_error(res, *e);
+  if (auto e = check_model(r.model)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
 
   Job job;
   job.stream = r.stream;
@@ -203,14 +221,17 @@ awaitable<void> ApiServer::completions(const http::Request& req, http::Responder
     } else {
       auto encoded = tokenizer_.encode(p.text, r.add_special_tokens);
       if (!encoded) {
-        co_return co_await send_api_error(res, ApiError{400, encoded.error().message(), "prompt"});
+        const ApiError error{400, encoded.error().message(), "prompt"};
+        co_await send_api_error(res, error);
+        co_return;
       }
       ids = std::move(*encoded);
     }
     // Every prompt gets its own copy: max_tokens defaults to what its own length leaves.
     SamplingParams params = r.params;
     if (auto e = openai::finalize_for_prompt(params, ids, limits_)) {
-      co_return co_await send_api_error(res, *e);
+      co_await send_api_error(res, *e);
+      co_return;
     }
     if (i == 0) job.params = params;
     if (r.echo) job.echo_prefixes.push_back(p.is_tokens ? tokenizer_.decode(ids) : p.text);
@@ -231,12 +252,13 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
   const int num_prompts = static_cast<int>(job.prompts.size());
   const int capacity = engine_.config().scheduler.max_num_seqs + options_.max_waiting_requests;
   if (engine_.num_unfinished_requests() + num_prompts > capacity) {
-    co_return co_await send_api_error(
-        res, ApiError{503,
-                      fmt::format("The server is overloaded: {} requests are already queued; "
-                                  "retry later",
-                                  engine_.num_unfinished_requests()),
-                      ""});
+    const ApiError error{503,
+                         fmt::format("The server is overloaded: {} requests are already queued; "
+                                     "retry later",
+                                     engine_.num_unfinished_requests()),
+                         ""};
+    co_await send_api_error(res, error);
+    co_return;
   }
 
   // Admit every prompt; the engine wakes this coroutine through `signal` from its output thread.
@@ -251,8 +273,9 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
       for (RequestId id : ids)
         engine_.abort(id);
       const bool dead = !engine_.health().is_ok();
-      co_return co_await send_api_error(res,
-                                        ApiError{dead ? 503 : 400, stream.error().message(), ""});
+      const ApiError error{dead ? 503 : 400, stream.error().message(), ""};
+      co_await send_api_error(res, error);
+      co_return;
     }
     (*stream)->set_on_ready([signal] { signal->notify(); });
     ids.push_back((*stream)->request_id());
@@ -282,7 +305,8 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
         openai::ChoiceDelta first;
         first.index = c;
         first.first = true;
-        if (!co_await res.write(openai::chat_completion_chunk(header, first, text, false))) {
+        std::string chunk = openai::chat_completion_chunk(header, first, text, false);
+        if (!co_await res.write(std::move(chunk))) {
           client_gone = true;
           break;
         }
@@ -295,7 +319,8 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
           echo.index = p * n + c;
           echo.text = job.echo_prefixes[static_cast<size_t>(p)];
           text_offsets[static_cast<size_t>(echo.index)] = echo.text.size();
-          if (!co_await res.write(openai::completion_chunk(header, echo, text, false))) {
+          std::string chunk = openai::completion_chunk(header, echo, text, false);
+          if (!co_await res.write(std::move(chunk))) {
             client_gone = true;
             break;
           }
@@ -375,8 +400,10 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
     const ApiError error{engine_.health().is_ok() ? 500 : 503, failure->message(), ""};
     metrics_.count_error(error.status);
     if (job.stream) {
-      co_await res.write(openai::error_chunk(error));
-      co_await res.write(std::string(openai::kSseDone));
+      std::string chunk = openai::error_chunk(error);
+      co_await res.write(std::move(chunk));
+      std::string sse_done(openai::kSseDone);
+      co_await res.write(std::move(sse_done));
       co_await res.end_stream();
     } else {
       co_await res.send_error(error.status, error.message);
@@ -385,16 +412,19 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
   }
   if (job.stream) {
     if (job.include_usage) {
-      co_await res.write(openai::usage_chunk(
-          header, job.chat ? "chat.completion.chunk" : "text_completion", usage));
+      std::string chunk = openai::usage_chunk(
+          header, job.chat ? "chat.completion.chunk" : "text_completion", usage);
+      co_await res.write(std::move(chunk));
     }
-    co_await res.write(std::string(openai::kSseDone));
+    std::string sse_done(openai::kSseDone);
+    co_await res.write(std::move(sse_done));
     co_await res.end_stream();
     co_return;
   }
   if (job.chat) {
-    co_await res.send(
-        200, openai::chat_completion_response(header, results[0], usage, text, job.want_logprobs));
+    std::string body =
+        openai::chat_completion_response(header, results[0], usage, text, job.want_logprobs);
+    co_await res.send(200, std::move(body));
   } else {
     std::vector<std::string> echo = job.echo_prefixes;
     std::vector<std::vector<int32_t>> prompt_ids;
@@ -420,29 +450,48 @@ std::string ApiServer::tokenize_json(const std::vector<int32_t>& ids,
 
 awaitable<void> ApiServer::tokenize(const http::Request& req, http::Responder& res) {
   auto parsed = openai::parse_tokenize_request(req.body);
-  if (const ApiError* e = error_of(parsed)) co_return co_await send_api_error(res, *e);
+  if (const ApiError* e = error_of(parsed)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   auto& r = std::get<openai::TokenizeRequest>(parsed);
-  if (auto e = check_model(r.model)) co_return co_await send_api_error(res, *e);
+  if (auto e = check_model(r.model)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   std::string prompt;
   if (r.messages) {
     auto rendered = render_chat(*r.messages, r.tools, r.chat_template_kwargs,
                                 r.add_generation_prompt, r.continue_final_message);
-    if (const ApiError* e = error_of(rendered)) co_return co_await send_api_error(res, *e);
+    if (const ApiError* e = error_of(rendered)) {
+      co_await send_api_error(res, *e);
+      co_return;
+    }
     prompt = std::move(std::get<std::string>(rendered));
   } else {
     prompt = r.prompt.value_or("");
   }
   auto ids = tokenizer_.encode(prompt, r.add_special_tokens);
-  if (!ids) co_return co_await send_api_error(res, ApiError{400, ids.error().message(), "prompt"});
+  if (!ids) {
+    const ApiError error{400, ids.error().message(), "prompt"};
+    co_await send_api_error(res, error);
+    co_return;
+  }
   std::string body = tokenize_json(*ids, r.return_token_strs);
   co_await res.send(200, std::move(body));
 }
 
 awaitable<void> ApiServer::detokenize(const http::Request& req, http::Responder& res) {
   auto parsed = openai::parse_detokenize_request(req.body, limits_);
-  if (const ApiError* e = error_of(parsed)) co_return co_await send_api_error(res, *e);
+  if (const ApiError* e = error_of(parsed)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   auto& r = std::get<openai::DetokenizeRequest>(parsed);
-  if (auto e = check_model(r.model)) co_return co_await send_api_error(res, *e);
+  if (auto e = check_model(r.model)) {
+    co_await send_api_error(res, *e);
+    co_return;
+  }
   nlohmann::json body = nlohmann::json::object();
   body["prompt"] = tokenizer_.decode(r.tokens);
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -472,8 +521,13 @@ awaitable<void> ApiServer::models(const http::Request&, http::Responder& res) {
 
 awaitable<void> ApiServer::health(const http::Request&, http::Responder& res) {
   const Status status = engine_.health();
-  if (status.is_ok()) co_return co_await res.send(200, "", "text/plain");
-  co_await res.send_error(503, fmt::format("the engine is not running: {}", status.message()));
+  if (status.is_ok()) {
+    std::string empty;
+    co_await res.send(200, std::move(empty), "text/plain");
+    co_return;
+  }
+  const std::string message = fmt::format("the engine is not running: {}", status.message());
+  co_await res.send_error(503, message);
 }
 
 std::string ApiServer::version_json() {
@@ -486,8 +540,8 @@ awaitable<void> ApiServer::version(const http::Request&, http::Responder& res) {
 }
 
 awaitable<void> ApiServer::metrics_route(const http::Request&, http::Responder& res) {
-  co_await res.send(200, metrics_.render(engine_.stats(), engine_.num_unfinished_requests()),
-                    "text/plain; version=0.0.4; charset=utf-8");
+  std::string body = metrics_.render(engine_.stats(), engine_.num_unfinished_requests());
+  co_await res.send(200, std::move(body), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace locus

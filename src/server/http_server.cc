@@ -53,8 +53,8 @@ constexpr size_t kReadChunkBytes = 16 * 1024;
 // After an error response, the rest of the client's request is drained (up to this much and this
 // long) before closing: closing with unread bytes makes the kernel send a reset, which can destroy
 // the error response before the client reads it.
-constexpr size_t kMaxDrainBytes = size_t{1} << 20;
-constexpr std::chrono::milliseconds kMaxLinger{1000};
+constexpr size_t kMaxDrainBytes = size_t{64} << 20;
+constexpr std::chrono::milliseconds kMaxLinger{5000};
 // stop(): after closing every socket, handlers get this long to notice and return before the
 // I/O threads stop.
 constexpr std::chrono::milliseconds kUnwindTime{250};
@@ -298,7 +298,8 @@ net::awaitable<bool> Connection::dispatch(bhttp::request<bhttp::string_body> mes
       headers.emplace_back("Allow", allow);
       co_await send(405, std::move(body), "application/json", std::move(headers));
     } else {
-      co_await send_error(404, fmt::format("no route for {}", request.path));
+      const std::string no_route = fmt::format("no route for {}", request.path);
+      co_await send_error(404, no_route);
     }
     co_return keep_alive_ && !client_gone_;
   }
@@ -611,7 +612,11 @@ std::string_view Request::header(std::string_view lower_name) const {
 
 net::awaitable<void> Responder::send_error(int status, std::string_view message,
                                            std::string_view param) {
-  co_await send(status, error_body(status, message, error_type_for_status(status), param));
+  // Named locals, not temporaries, in co_await expressions: GCC 12 mishandles some temporaries
+  // in coroutine frames (double destruction).
+  std::string body = error_body(status, message, error_type_for_status(status), param);
+  std::vector<std::pair<std::string, std::string>> headers;
+  co_await send(status, std::move(body), "application/json", std::move(headers));
 }
 
 void Router::add(std::string method, std::string path, Handler handler) {

@@ -330,6 +330,30 @@ await checks.run('after everything: idle, no leaked KV blocks, /health still 200
   assert(/vllm:e2e_request_latency_seconds_count/.test(m.text), 'e2e histogram');
 });
 
+await checks.run('a full waiting queue answers 503 and the server stays up', async () => {
+  const small = await startServer(args.locus, modelDir, [
+    '--max-model-len', '512', '--max-num-seqs', '1', '--max-waiting-requests', '0',
+    '--cpu-openblas']);
+  try {
+    const send = () => fetch(`${small.baseUrl}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Hello', max_tokens: 200, ignore_eos: true }) })
+      .then(async (r) => ({ status: r.status, json: await r.json() }));
+    const results = await Promise.all(Array.from({ length: 6 }, send));
+    const statuses = results.map((r) => r.status).sort();
+    assert(statuses.includes(200), `one request runs: ${statuses}`);
+    assert(statuses.includes(503), `the others are refused: ${statuses}`);
+    assert(statuses.every((s) => s === 200 || s === 503), `only 200/503: ${statuses}`);
+    for (const r of results.filter((x) => x.status === 503)) {
+      assertEq(r.json.error.code, 503, '503 error body');
+    }
+    assertEq((await fetch(`${small.baseUrl}/health`)).status, 200, 'still healthy');
+    await waitIdle(small.baseUrl, 20000);
+  } finally {
+    assertEq(await stopServer(small, 'SIGINT', 30000), 0, 'SIGINT exit code');
+  }
+});
+
 await checks.run('SIGTERM exits 0 within the grace period', async () => {
   const code = await stopServer(server, 'SIGTERM', 30000);
   assertEq(code, 0, 'exit code');
