@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/http_server.h"
 #include "server/openai_protocol.h"
 
 namespace locus::openai {
@@ -117,27 +118,6 @@ class CompletionLogprobs {
 Body header_fields(const ResponseHeader& header, std::string_view object) {
   return Body{
       {"id", header.id}, {"object", object}, {"created", header.created}, {"model", header.model}};
-}
-
-std::string_view error_type(int status) {
-  switch (status) {
-    case 400:
-      return "BadRequestError";
-    case 401:
-      return "AuthenticationError";
-    case 404:
-      return "NotFoundError";
-    case 405:
-      return "MethodNotAllowed";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 500:
-      return "InternalServerError";
-    case 503:
-      return "ServiceUnavailableError";
-    default:
-      return "Error";
-  }
 }
 
 }  // namespace
@@ -292,10 +272,11 @@ std::string usage_chunk(const ResponseHeader& header, std::string_view object, c
 }
 
 std::string error_chunk(const ApiError& error) {
-  Body inner{{"message", error.message}, {"type", error_type(error.status)}};
-  inner["param"] = error.param.empty() ? Body() : Body(error.param);
-  inner["code"] = error.status;
-  return sse_event(Body{{"error", std::move(inner)}});
+  // The same error object as a non-streamed error response, as one SSE event.
+  return "data: " +
+         http::error_body(error.status, error.message, http::error_type_for_status(error.status),
+                          error.param) +
+         "\n\n";
 }
 
 }  // namespace locus::openai
