@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <string_view>
 
 namespace locus {
@@ -67,6 +68,15 @@ Status check_output(std::string_view op, std::string_view arg, const Tensor& t, 
     return fail(op, fmt::format("{} {} must have shape {}", arg, t.to_string(), shape.to_string()));
   }
   return check_contiguous(op, arg, t);
+}
+
+// Norm weights come prepared: in the activation dtype, or f32 (what the GPU keeps them in).
+Status check_norm_weight(std::string_view op, const Tensor& weight, DType activation) {
+  if (weight.dtype() != activation && weight.dtype() != DType::kF32) {
+    return fail(
+        op, fmt::format("weight {} must be {} or f32", weight.to_string(), dtype_name(activation)));
+  }
+  return check_contiguous(op, "weight", weight);
 }
 
 Status check_linear_weight(std::string_view op, const LinearWeight& w) {
@@ -158,6 +168,20 @@ Expected<Tensor> Ops::to_host(const Tensor& tensor) {
   return do_to_host(tensor);
 }
 
+Status Ops::copy_into(const void* host, Tensor& dst, size_t bytes) {
+  if (!dst.is_contiguous() || bytes > dst.nbytes()) {
+    return fail("copy_into", fmt::format("{} bytes into {}", bytes, dst.to_string()));
+  }
+  if (!dst.device().is_cpu()) return fail("copy_into", "this backend has no device copy");
+  std::memcpy(dst.raw_data(), host, bytes);
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<Ops::Graph>> Ops::capture_graph(const std::function<Status()>& body) {
+  (void)body;
+  return unsupported(fmt::format("{} cannot record graphs", name()));
+}
+
 Expected<LinearWeight> Ops::prepare_linear(const LinearWeight& host) {
   LOCUS_RETURN_IF_ERROR(check_linear_weight("prepare_linear", host));
   return do_prepare_linear(host);
@@ -205,7 +229,7 @@ Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& o
   LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
   LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", weight, 1, "[n]"));
-  LOCUS_RETURN_IF_ERROR(check_dtype(op, "weight", weight, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_norm_weight(op, weight, activation_dtype()));
   if (weight.size(0) != x.size(-1)) {
     return fail(op, fmt::format("x {} and weight {} disagree on the normalized size ({} vs {})",
                                 x.to_string(), weight.to_string(), x.size(-1), weight.size(0)));
@@ -222,7 +246,12 @@ Status Ops::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight
   LOCUS_RETURN_IF_ERROR(
       check_output(op, "residual", residual, residual.shape(), activation_dtype()));
   LOCUS_RETURN_IF_ERROR(check_output(op, "x", x, residual.shape(), activation_dtype()));
-  LOCUS_RETURN_IF_ERROR(check_output(op, "weight", weight, {residual.size(1)}, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", weight, 1, "[hidden]"));
+  LOCUS_RETURN_IF_ERROR(check_norm_weight(op, weight, activation_dtype()));
+  if (weight.size(0) != residual.size(1)) {
+    return fail(
+        op, fmt::format("weight {} must have {} elements", weight.to_string(), residual.size(1)));
+  }
   LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, residual.shape(), activation_dtype()));
   if (out.raw_data() == residual.raw_data()) return fail(op, "out must not alias residual");
   if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -80,6 +82,11 @@ struct AttentionMetadata {
   Tensor seq_lens;         // i32 [num_seqs]
   Tensor block_table;      // i32 [num_seqs, max_num_blocks_per_seq], padded with -1
   Tensor slot_mapping;     // i64 [num_tokens]: block * block_size + offset of each new token
+  // Host-known upper bounds of the query lengths and seq_lens (0 = unknown). GPU backends size
+  // their grids from these without reading the device arrays back; a captured CUDA graph sets
+  // them to the largest values it will replay with.
+  int64_t max_query_len = 0;
+  int64_t max_seq_len = 0;
 
   int64_t num_seqs() const { return seq_lens.numel(); }
   int64_t num_tokens() const { return slot_mapping.numel(); }
@@ -124,6 +131,24 @@ class Ops {
   // A device tensor's contents in host memory (a view of the same bytes on host backends).
   Expected<Tensor> to_host(const Tensor& tensor);
 
+  // Host bytes into an existing contiguous tensor of this backend, ordered with the compute that
+  // follows; `host` must stay unchanged until the next synchronizing call (to_host).
+  virtual Status copy_into(const void* host, Tensor& dst, size_t bytes);
+
+  // ---- graphs (optional) ----------------------------------------------------------------------
+  // A recorded sequence of ops replayed with the same device addresses (CUDA graphs): the inputs
+  // are refreshed with copy_into before each replay. Backends without graphs return
+  // unsupported from capture_graph.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+    virtual Status replay() = 0;
+  };
+  virtual bool supports_graphs() const { return false; }
+  // Runs `body` once while recording it. Run the same body eagerly first, so that one-time work
+  // (uploads of constants, allocations, GEMM plans) happens outside the recording.
+  virtual Expected<std::unique_ptr<Graph>> capture_graph(const std::function<Status()>& body);
+
   // Bytes this backend may spend on weights; load refuses models whose prepared weights exceed
   // it, before allocating anything.
   virtual uint64_t weight_memory_budget_bytes() const = 0;
@@ -134,6 +159,16 @@ class Ops {
   Expected<LinearWeight> prepare_linear(const LinearWeight& host);
   // Norm weights, embedding tables, correction biases: converted to the backend's float type.
   Expected<Tensor> prepare_weight(const Tensor& host);
+  // Optional, for dummy weights: a prepared weight of `shape` made on the device, element i =
+  // low + (high - low) * counter_uniform(stream, i) rounded to `dtype` (the checkpoint's), in
+  // the form prepare_linear / prepare_weight would give. nullopt where the backend has no such
+  // fill (the loader then makes the values on the host).
+  virtual Expected<std::optional<Tensor>> random_uniform_weight(const Dims& shape, DType dtype,
+                                                                uint64_t stream, float low,
+                                                                float high) {
+    (void)shape, (void)dtype, (void)stream, (void)low, (void)high;
+    return std::optional<Tensor>();
+  }
 
   // ---- compute --------------------------------------------------------------------------------
   // out[t] = table[token_ids[t]]. table [V, hidden], token_ids i32 [T], out [T, hidden].
@@ -145,7 +180,8 @@ class Ops {
   Status linear(const Tensor& x, const LinearWeight& w, Tensor& out);
 
   // out = x / sqrt(mean(x^2) + eps) * weight over the last dim. x: row view [..., n] (e.g.
-  // [T, H, D] with weight [D] normalizes each head: q/k-norm per head), weight [n], out
+  // [T, H, D] with weight [D] normalizes each head: q/k-norm per head), weight [n] (activation
+  // dtype or f32, as prepare_weight gives it), out
   // contiguous with x's shape.
   Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
   // residual += x; out = rms_norm(residual): the pre-norm transformer's fused step. residual,

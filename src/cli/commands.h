@@ -16,5 +16,6 @@ void add_inspect_command(CLI::App& app, Runner& run);
 void add_tokenize_command(CLI::App& app, Runner& run);
 void add_generate_command(CLI::App& app, Runner& run);
 void add_serve_command(CLI::App& app, Runner& run);
+void add_bench_command(CLI::App& app, Runner& run);
 
 }  // namespace locus::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   locus::cli::add_tokenize_command(app, run);
   locus::cli::add_generate_command(app, run);
   locus::cli::add_serve_command(app, run);
+  locus::cli::add_bench_command(app, run);
 
   CLI11_PARSE(app, argc, argv);
   if (!log_level.empty()) {

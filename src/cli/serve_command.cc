@@ -36,6 +36,7 @@ struct ServeOptions {
   uint64_t seed = 0;
   double gpu_memory_utilization = 0.9;
   double kv_cache_memory_gib = 4.0;
+  std::string device = "auto";
   int num_gpu_blocks_override = 0;
   int max_logprobs = 20;
   int max_waiting_requests = 4096;
@@ -61,7 +62,7 @@ int run_serve(const ServeOptions& o) {
 
   if (o.kv_cache_dtype != "auto") {
     return fail(unsupported(fmt::format(
-        "--kv-cache-dtype {}: the CPU backend stores the KV cache in f32; only auto is supported",
+        "--kv-cache-dtype {}: only auto is supported (f32 on the CPU backend, bf16 on the GPU)",
         o.kv_cache_dtype)));
   }
   if (o.generation_config != "auto" && o.generation_config != "vllm") {
@@ -75,6 +76,8 @@ int run_serve(const ServeOptions& o) {
   mo.weight_seed = o.seed;
   mo.block_size = o.block_size;
   mo.cpu_batch_invariant = !o.cpu_openblas;
+  mo.device = o.device;
+  mo.gpu_memory_utilization = o.gpu_memory_utilization;
   mo.cpu_threads = o.cpu_threads;
   mo.engine.scheduler.max_num_seqs = o.max_num_seqs;
   mo.engine.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -167,6 +170,8 @@ void add_serve_command(CLI::App& app, Runner& run) {
          "--gpu-memory-utilization", o->gpu_memory_utilization,
          "Share of GPU memory to use (GPU backend; the CPU backend uses --kv-cache-memory)")
       ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--device", o->device, "auto | cuda | cpu (auto: a GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory_gib, "CPU KV cache budget in GiB")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "KV blocks");

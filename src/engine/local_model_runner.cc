@@ -63,7 +63,19 @@ Expected<std::unique_ptr<LocalModelRunner>> LocalModelRunner::create(std::unique
 
 Status LocalModelRunner::initialize_kv_cache(int num_blocks) {
   if (cache_ready_) return internal_error("initialize_kv_cache: called twice");
-  LOCUS_ASSIGN_OR_RETURN(cache_, model_->allocate_kv_cache(num_blocks, spec_.block_size));
+  const bool graphs = graph_max_batch_ > 0 && ops_->supports_graphs();
+  // The spare block past the engine's num_blocks holds the graphs' padding rows.
+  LOCUS_ASSIGN_OR_RETURN(
+      cache_, model_->allocate_kv_cache(num_blocks + (graphs ? 1 : 0), spec_.block_size));
+  if (graphs) {
+    DecodeGraphOptions o;
+    o.max_batch_size = graph_max_batch_;
+    o.max_model_len = graph_max_model_len_;
+    o.max_blocks_per_seq =
+        static_cast<int>((graph_max_model_len_ + spec_.block_size - 1) / spec_.block_size);
+    o.pad_block = num_blocks;
+    LOCUS_ASSIGN_OR_RETURN(graphs_, DecodeGraphs::create(*model_, cache_, o));
+  }
   cache_ready_ = true;
   return Status::ok();
 }
@@ -83,6 +95,11 @@ Expected<Tensor> LocalModelRunner::execute(const ModelInputBatch& batch) {
   forward_.block_table = batch.block_table;
   forward_.slot_mapping = batch.slot_mapping;
   forward_.logits_indices = batch.logits_indices;
+  if (graphs_ && graphs_->can_run(forward_)) {
+    ++graph_steps_;
+    return graphs_->run(forward_);
+  }
+  ++eager_steps_;
   return model_->forward(forward_, cache_);
 }
 

@@ -4,12 +4,14 @@
 // under it.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "backend/ops.h"
 #include "engine/model_runner.h"
+#include "model/decode_graphs.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -48,6 +50,17 @@ class LocalModelRunner final : public ModelRunner {
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
 
   const Model& model() const { return *model_; }
+  Ops& ops() const { return *ops_; }
+
+  // Decode steps replay CUDA graphs (model/decode_graphs.h) on backends that record them; call
+  // before initialize_kv_cache, which then reserves one extra block for padding rows. A no-op
+  // on backends without graphs (the CPU), so callers need not ask.
+  void enable_decode_graphs(int max_batch_size, int64_t max_model_len) {
+    graph_max_batch_ = max_batch_size;
+    graph_max_model_len_ = max_model_len;
+  }
+  int64_t graph_steps() const { return graph_steps_.load(); }
+  int64_t eager_steps() const { return eager_steps_.load(); }
 
  private:
   LocalModelRunner(std::unique_ptr<Ops> ops, std::unique_ptr<Model> model, KVCacheSpec spec)
@@ -59,6 +72,11 @@ class LocalModelRunner final : public ModelRunner {
   KvCache cache_;
   bool cache_ready_ = false;
   ForwardBatch forward_;  // reused across steps: its vectors keep their capacity
+  int graph_max_batch_ = 0;
+  int64_t graph_max_model_len_ = 0;
+  std::unique_ptr<DecodeGraphs> graphs_;
+  std::atomic<int64_t> graph_steps_{0};  // read by other threads (benchmarks)
+  std::atomic<int64_t> eager_steps_{0};
 };
 
 }  // namespace locus

@@ -6,7 +6,14 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device.h"
+#include "core/logging.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "model/forward_batch.h"
+
+#ifdef LOCUS_HAS_CUDA
+#include "backend/cuda/runtime/cuda_backend.h"
+#endif
 
 namespace locus {
 
@@ -21,6 +28,79 @@ SamplingParams ModelEngine::default_sampling_params() const {
   return p;
 }
 
+namespace {
+
+Expected<std::unique_ptr<Ops>> make_backend(const ModelEngineOptions& options) {
+  if (options.device != "auto" && options.device != "cpu" && options.device != "cuda") {
+    return invalid_argument(fmt::format("--device {}: choose auto, cuda or cpu", options.device));
+  }
+  if (options.device != "cpu") {
+#ifdef LOCUS_HAS_CUDA
+    const DeviceReport report = query_devices();
+    if (!report.gpus.empty()) {
+      CudaBackendOptions cuda;
+      cuda.gpu_memory_utilization = options.gpu_memory_utilization;
+      LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::create(cuda));
+      return std::unique_ptr<Ops>(std::move(backend));
+    }
+    if (options.device == "cuda") {
+      return unsupported(
+          fmt::format("--device cuda: no usable GPU ({})", report.cuda_unavailable_reason));
+    }
+#else
+    if (options.device == "cuda") {
+      return unsupported("--device cuda: this locus was built without CUDA (LOCUS_CUDA=OFF)");
+    }
+#endif
+  }
+  CpuBackendOptions cpu;
+  cpu.gemm_engine =
+      options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
+  cpu.num_threads = options.cpu_threads;
+  return std::unique_ptr<Ops>(std::make_unique<CpuBackend>(cpu));
+}
+
+#ifdef LOCUS_HAS_CUDA
+// vLLM's profile run: one forward of the largest step the scheduler may build
+// (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache,
+// measuring the allocator's peak above the weights. What is left of the utilization budget
+// after weights and that peak goes to the KV cache.
+Expected<uint64_t> profile_activation_peak(CudaBackend& gpu, Model& model,
+                                           const SchedulerConfig& sched, int block_size) {
+  const int64_t tokens = std::max<int64_t>(
+      1, std::min<int64_t>(sched.max_num_batched_tokens,
+                           static_cast<int64_t>(sched.max_num_seqs) * sched.max_model_len));
+  const int64_t seqs = std::max<int64_t>(1, std::min<int64_t>(sched.max_num_seqs, tokens));
+  ForwardBatchBuilder builder(block_size);
+  int32_t next_block = 0;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> table;
+  for (int64_t s = 0; s < seqs; ++s) {
+    const int64_t n = tokens / seqs + (s < tokens % seqs ? 1 : 0);
+    ids.assign(static_cast<size_t>(n), 1);
+    table.clear();
+    for (int64_t b = 0; b < (n + block_size - 1) / block_size; ++b)
+      table.push_back(next_block++);
+    LOCUS_RETURN_IF_ERROR(builder.add_sequence(ids, 0, table, LogitsFor::kLastToken));
+  }
+  ForwardBatch batch = std::move(builder).build();
+  LOCUS_RETURN_IF_ERROR(gpu.synchronize());
+  const uint64_t before = gpu.memory_stats().in_use_bytes;
+  gpu.reset_peak_memory();
+  {
+    LOCUS_ASSIGN_OR_RETURN(KvCache scratch, model.allocate_kv_cache(next_block, block_size));
+    const uint64_t cache_bytes = gpu.memory_stats().in_use_bytes - before;
+    LOCUS_ASSIGN_OR_RETURN(Tensor logits, model.forward(batch, scratch));
+    (void)logits;
+    LOCUS_RETURN_IF_ERROR(gpu.synchronize());
+    const uint64_t peak = gpu.memory_stats().peak_in_use_bytes;
+    return peak - before - cache_bytes;
+  }
+}
+#endif
+
+}  // namespace
+
 Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   ModelEngine out;
   LOCUS_ASSIGN_OR_RETURN(out.generation, load_generation_config(options.model_dir));
@@ -29,12 +109,9 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     out.tokenizer = std::move(tokenizer);
   }
 
-  CpuBackendOptions cpu;
-  cpu.gemm_engine =
-      options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
-  cpu.num_threads = options.cpu_threads;
-  auto backend = std::make_unique<CpuBackend>(cpu);
+  LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> backend, make_backend(options));
   out.backend_name = backend->name();
+  out.on_gpu = !backend->device().is_cpu();
   LOCUS_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(options.model_dir, options.load_format,
                                                         *backend, options.weight_seed));
   out.config = loaded.config;
@@ -68,9 +145,46 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     if (id != config.eos_token_id) config.extra_eos_token_ids.push_back(id);
   }
 
+#ifdef LOCUS_HAS_CUDA
+  if (auto* gpu = dynamic_cast<CudaBackend*>(backend.get())) {
+    out.weight_bytes = gpu->weight_memory_bytes() + gpu->memory_stats().in_use_bytes;
+    LOCUS_ASSIGN_OR_RETURN(out.activation_peak_bytes,
+                           profile_activation_peak(*gpu, *loaded.model, sched, options.block_size));
+    const auto budget = static_cast<uint64_t>(options.gpu_memory_utilization *
+                                              static_cast<double>(gpu->total_memory_bytes()));
+    // Other processes' memory counts against the budget too (vLLM does the same).
+    const uint64_t ours = gpu->memory_stats().reserved_bytes + gpu->weight_memory_bytes();
+    const uint64_t others = gpu->total_memory_bytes() - gpu->free_memory_bytes() -
+                            std::min(ours, gpu->total_memory_bytes() - gpu->free_memory_bytes());
+    const uint64_t used = out.weight_bytes + out.activation_peak_bytes + others;
+    if (used >= budget) {
+      return resource_exhausted(fmt::format(
+          "--gpu-memory-utilization {:.2f} ({:.2f} GiB) leaves nothing for the KV cache: weights "
+          "{:.2f} GiB + profiled activations {:.2f} GiB + other processes {:.2f} GiB",
+          options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30),
+          static_cast<double>(out.weight_bytes) / (1ull << 30),
+          static_cast<double>(out.activation_peak_bytes) / (1ull << 30),
+          static_cast<double>(others) / (1ull << 30)));
+    }
+    config.kv_cache_memory_bytes = static_cast<int64_t>(budget - used);
+    log::info(
+        "GPU memory plan on {}: budget {:.2f} GiB = weights {:.2f} + activations {:.2f} + "
+        "other processes {:.2f} + KV cache up to {:.2f} GiB",
+        out.backend_name, static_cast<double>(budget) / (1ull << 30),
+        static_cast<double>(out.weight_bytes) / (1ull << 30),
+        static_cast<double>(out.activation_peak_bytes) / (1ull << 30),
+        static_cast<double>(others) / (1ull << 30),
+        static_cast<double>(budget - used) / (1ull << 30));
+  }
+#endif
   LOCUS_ASSIGN_OR_RETURN(
       auto runner,
       LocalModelRunner::create(std::move(backend), std::move(loaded.model), options.block_size));
+  if (out.on_gpu && !options.enforce_eager) {
+    const int largest = options.max_cudagraph_capture_size > 0 ? options.max_cudagraph_capture_size
+                                                               : std::min(sched.max_num_seqs, 512);
+    runner->enable_decode_graphs(std::min(largest, sched.max_num_seqs), sched.max_model_len);
+  }
   const KVCacheSpec& spec = runner->kv_cache_spec();
   if (config.num_kv_blocks <= 0) {
     // Enough for max_num_seqs sequences of max_model_len (plus one spare block each), capped
@@ -86,6 +200,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   out.num_kv_blocks = config.num_kv_blocks;
   out.kv_cache_bytes = static_cast<int64_t>(config.num_kv_blocks) * spec.bytes_per_block();
 
+  out.runner = runner.get();
   DetokenizerFactory detokenizers;
   if (out.tokenizer) detokenizers = make_tokenizer_detokenizer_factory(*out.tokenizer);
   LOCUS_ASSIGN_OR_RETURN(out.engine,

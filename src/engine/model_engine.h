@@ -27,6 +27,18 @@ struct ModelEngineOptions {
   // max_position_embeddings. num_kv_blocks 0 = as many as kv_cache_memory_bytes holds, but no
   // more than max_num_seqs full-length sequences need.
   EngineConfig engine;
+  // --device: "auto" (a GPU when this build has CUDA and one is present, else the CPU), "cuda"
+  // (error without a GPU) or "cpu". The CLI defaults to auto; library callers (tests) get the
+  // deterministic CPU unless they ask.
+  std::string device = "cpu";
+  // GPU: fraction of the GPU's memory for weights, activations and the KV cache (vLLM's
+  // --gpu-memory-utilization); the KV cache gets what a profiled worst-case step leaves.
+  double gpu_memory_utilization = 0.9;
+  // GPU: run every step eagerly (no CUDA graphs), vLLM's --enforce-eager.
+  bool enforce_eager = false;
+  // Largest decode batch replayed from a CUDA graph (vLLM's max_cudagraph_capture_size);
+  // 0 = min(max_num_seqs, 512).
+  int max_cudagraph_capture_size = 0;
   // Use the CPU backend's batch-invariant GEMM (bit-identical rows whatever the batch).
   bool cpu_batch_invariant = true;
   int cpu_threads = 0;
@@ -39,10 +51,17 @@ struct ModelEngine {
   GenerationConfig generation;
   std::optional<Tokenizer> tokenizer;
   std::string backend_name;
+  bool on_gpu = false;
+  // GPU memory plan (bytes), reported at startup: weights, the profiled step's activation peak,
+  // and the KV cache; zero on the CPU.
+  uint64_t weight_bytes = 0;
+  uint64_t activation_peak_bytes = 0;
   std::string weights_description;
   int num_kv_blocks = 0;
   int64_t kv_cache_bytes = 0;
   std::unique_ptr<LLMEngine> engine;
+  // The engine's model runner (owned by `engine`), for step counters.
+  const LocalModelRunner* runner = nullptr;
 
   // Sampling defaults from generation_config.json (vLLM --generation-config auto): temperature,
   // top_p, top_k, min_p, repetition_penalty, max_new_tokens.

@@ -106,6 +106,19 @@ Expected<Tensor> DummyWeights::tensor(std::string_view name) const {
   return t;
 }
 
+std::optional<DummyWeights::UniformFill> DummyWeights::uniform_fill(std::string_view name) const {
+  const WeightSpec* spec = find(name);
+  if (spec == nullptr || is_fp8_payload(*spec) || is_nvfp4_payload(*spec) ||
+      spec->role == WeightRole::kWeightScale || spec->role == WeightRole::kGlobalScale ||
+      (spec->dtype != DType::kBF16 && spec->dtype != DType::kF32)) {
+    return std::nullopt;
+  }
+  const Range range = value_range(*spec, 0);
+  return UniformFill{spec->shape, spec->dtype,
+                     stream_key(seed_, fnv1a64(spec->name.data(), spec->name.size())), range.low,
+                     range.high};
+}
+
 std::string DummyWeights::description() const {
   return fmt::format("dummy weights (seed {}, {} tensors, {:.2f} GB)", seed_, layout_.specs.size(),
                      static_cast<double>(layout_.total_bytes()) / 1e9);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -34,6 +35,18 @@ class DummyWeights final : public WeightSource {
   std::string description() const override;
 
   const WeightLayout& layout() const { return layout_; }
+
+  // How element i of NAME is made, for backends that fill weights in place: low + (high - low)
+  // * counter_uniform(stream, i), rounded to dtype. nullopt for quantized payloads and scales
+  // (those are made on the host).
+  struct UniformFill {
+    Dims shape;
+    DType dtype = DType::kBF16;
+    uint64_t stream = 0;
+    float low = 0.0f;
+    float high = 0.0f;
+  };
+  std::optional<UniformFill> uniform_fill(std::string_view name) const;
   uint64_t seed() const { return seed_; }
 
   // Writes the values of `spec` (dtype_bytes(spec.dtype, numel) bytes) to `dst`. Scales need

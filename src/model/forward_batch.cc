@@ -100,6 +100,12 @@ Expected<DeviceBatch> upload_forward_batch(Ops& ops, const ForwardBatch& b) {
   LOCUS_ASSIGN_OR_RETURN(out.positions, ops.to_device(positions));
   LOCUS_ASSIGN_OR_RETURN(out.logits_indices, ops.to_device(logits));
   out.attention.block_size = b.block_size;
+  for (int64_t s = 0; s < seqs; ++s) {
+    const auto i = static_cast<size_t>(s);
+    out.attention.max_query_len = std::max<int64_t>(
+        out.attention.max_query_len, b.query_start_loc[i + 1] - b.query_start_loc[i]);
+    out.attention.max_seq_len = std::max<int64_t>(out.attention.max_seq_len, b.seq_lens[i]);
+  }
   LOCUS_ASSIGN_OR_RETURN(out.attention.query_start_loc, ops.to_device(qsl));
   LOCUS_ASSIGN_OR_RETURN(out.attention.seq_lens, ops.to_device(seq_lens));
   LOCUS_ASSIGN_OR_RETURN(out.attention.block_table, ops.to_device(table));

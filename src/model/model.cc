@@ -150,7 +150,12 @@ Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
   }
   LOCUS_RETURN_IF_ERROR(validate_forward_batch(batch, cache.num_blocks));
   LOCUS_ASSIGN_OR_RETURN(DeviceBatch device, upload_forward_batch(ops_, batch));
-  const int64_t tokens = batch.num_tokens();
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, forward_device(device, cache));
+  return ops_.to_host(logits);
+}
+
+Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache) {
+  const int64_t tokens = device.token_ids.numel();
   const int64_t hidden = config_.hidden_size;
   const DType dtype = ops_.activation_dtype();
 
@@ -175,12 +180,12 @@ Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
     LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, mlp_out, next_norm, eps_, normed));
   }
 
-  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+  const int64_t rows = device.logits_indices.numel();
   LOCUS_ASSIGN_OR_RETURN(Tensor selected, ops_.empty({rows, hidden}, dtype));
   LOCUS_RETURN_IF_ERROR(ops_.gather_rows(normed, device.logits_indices, selected));
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops_.empty({rows, config_.vocab_size}, DType::kF32));
   LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, logits));
-  return ops_.to_host(logits);
+  return logits;
 }
 
 }  // namespace locus

@@ -2,11 +2,26 @@
 
 #include <fmt/format.h>
 
+#include "model/dummy_weights.h"
+
 namespace locus {
+
+Expected<std::optional<Tensor>> WeightLoader::device_dummy(const std::string& name) {
+  const auto* dummy = dynamic_cast<const DummyWeights*>(&source_);
+  if (dummy == nullptr) return std::optional<Tensor>();
+  const auto fill = dummy->uniform_fill(name);
+  if (!fill) return std::optional<Tensor>();
+  return ops_.random_uniform_weight(fill->shape, fill->dtype, fill->stream, fill->low, fill->high);
+}
 
 Expected<LinearWeight> WeightLoader::linear(const std::string& module, bool has_bias) {
   LinearWeight host;
-  LOCUS_ASSIGN_OR_RETURN(host.weight, source_.tensor(module + ".weight"));
+  LOCUS_ASSIGN_OR_RETURN(std::optional<Tensor> on_device, device_dummy(module + ".weight"));
+  if (on_device) {
+    host.weight = std::move(*on_device);
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(host.weight, source_.tensor(module + ".weight"));
+  }
   if (host.weight.dtype() == DType::kF8E4M3) {
     const auto& block = config_.quant.weight_block_size;
     if (config_.quant.method != QuantMethod::kFp8 || block.size() != 2) {
@@ -33,6 +48,8 @@ Expected<LinearWeight> WeightLoader::linear(const std::string& module, bool has_
 }
 
 Expected<Tensor> WeightLoader::tensor(const std::string& name) {
+  LOCUS_ASSIGN_OR_RETURN(std::optional<Tensor> on_device, device_dummy(name));
+  if (on_device) return std::move(*on_device);
   LOCUS_ASSIGN_OR_RETURN(Tensor host, source_.tensor(name));
   auto prepared = ops_.prepare_weight(host);
   if (!prepared) return prepared.status().with_context(name);

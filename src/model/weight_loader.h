@@ -3,6 +3,7 @@
 // `<module>.weight_scale_inv` and the config's block size.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "backend/ops.h"
@@ -29,6 +30,9 @@ class WeightLoader {
 
  private:
   const ModelConfig& config_;
+  // A dummy weight made directly on the device when the backend can (nullopt otherwise).
+  Expected<std::optional<Tensor>> device_dummy(const std::string& name);
+
   const WeightSource& source_;
   Ops& ops_;
 };

@@ -1,0 +1,448 @@
+// Paged attention kernel template (bf16 in/out, f32 softmax), one body for decode and prefill.
+// Never includes host libraries; launched only through paged_attention.cu.
+//
+// Design
+//  - Rows, not tokens: a sequence's q_len new tokens and the `group` q heads that share one kv
+//    head are flattened into q_len * group rows (row = token * group + head). A CTA takes a tile
+//    of 16 * kWarpRows consecutive rows of one sequence and one kv head, so each K/V tile is read
+//    once for the whole GQA group and all the tile's tokens (decode: 1 token x group heads;
+//    prefill: 64 rows = 64 / group tokens). Grid: (row tiles of all sequences, kv heads, splits).
+//    A CTA finds its (sequence, tile) by a block-wide scan over query_start_loc.
+//  - Decode/short queries: kWarpRows 1, kWarpCols 4 (16 rows, 4 warps split the keys of S and
+//    the columns of O). Prefill: kWarpRows 4 (64 rows), kWarpCols = v_head_dim_cap / 128.
+//  - KV tiles of 64 keys over the CTA's key range [first key of its first row, position of its
+//    last row]: keys above the causal diagonal or below the sliding window are never loaded,
+//    except inside a partially masked tile. Each token's address comes from the block table
+//    (16-byte cp.async per lane, zero-filled past the range; padding entries are never read).
+//  - Tensor cores: mma.sync m16n8k16 bf16 -> f32 for S = Q K^T and O += P V, operands by
+//    ldmatrix from shared memory (Q once, K and V per tile, P written back as bf16).
+//  - Online softmax in the log2 domain (scores prescaled by scale * log2 e, exp2f); per-warp row
+//    maxima and sums combined across the kWarpCols warps through shared memory.
+//  - Split-KV (flash-decoding): grid.z splits the key range into equal runs of whole tiles. With
+//    one split the CTA writes normalized bf16 output; otherwise unnormalized f32 partials plus
+//    (max, sum) per row and split go to the workspace, every (row, split) written even when the
+//    split is empty (sum 0), and merge_splits_kernel combines them.
+//  - Head dims: kHeadDimCap / kVHeadDimCap bound the register arrays; kExact = dims equal the
+//    caps (compile-time loop bounds), otherwise run-time dims (multiples of 8) are padded to 16
+//    in shared memory with zero K/Q columns.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels/attention/paged_attention_tiles.h"
+
+namespace locus::cuda::attention {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; src_bytes 0 writes zeros (keys past the range).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a (16x16, row) * b (16x8, col), bf16 in, f32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x = lo (lower address)
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Loads kKvTile rows of K or V (dim elements each) for keys j0.. into shared memory; keys past
+// kv_last are zero-filled so that masked probabilities (0) never meet garbage (0 * NaN = NaN).
+template <int kThreads>
+__device__ __forceinline__ void load_kv_tile(const bf16* cache, int64_t block_stride,
+                                             int64_t token_stride, int64_t head_offset,
+                                             const int32_t* block_table, int block_size, int dim,
+                                             int j0, int kv_last, bf16* dst, int dst_stride) {
+  const int chunks = dim / 8;
+  for (int idx = threadIdx.x; idx < kKvTile * chunks; idx += kThreads) {
+    const int r = idx / chunks;
+    const int c = idx - r * chunks;
+    const int j = j0 + r;
+    const bf16* src = cache;
+    int bytes = 0;
+    if (j <= kv_last) {
+      const int64_t block = block_table[j / block_size];
+      src = cache + block * block_stride + static_cast<int64_t>(j % block_size) * token_stride +
+            head_offset + c * 8;
+      bytes = 16;
+    }
+    cp_async_16(dst + r * dst_stride + c * 8, src, bytes);
+  }
+}
+
+template <int kHeadDimCap, int kVHeadDimCap, bool kExact, int kWarpRows, int kWarpCols>
+__global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
+    paged_attention_tile_kernel(const TileParams p) {
+  constexpr int kThreads = kWarpRows * kWarpCols * 32;
+  constexpr int kWarps = kWarpRows * kWarpCols;
+  constexpr int kRows = kWarpRows * kRowsPerWarp;
+  constexpr int kSCols = kKvTile / kWarpCols;       // score columns per warp
+  constexpr int kSTiles = kSCols / 8;               // m16n8 tiles of S per warp
+  constexpr int kOCols = kVHeadDimCap / kWarpCols;  // output columns per warp
+  constexpr int kOTiles = kOCols / 8;
+  constexpr int kPStride = kKvTile + 8;
+  static_assert(kSCols % 16 == 0 && kOCols % 16 == 0, "ldmatrix.x4 covers 16 columns");
+  static_assert(kHeadDimCap % 16 == 0 && kVHeadDimCap % 16 == 0, "caps are multiples of 16");
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_row = warp / kWarpCols;
+  const int warp_col = warp % kWarpCols;
+
+  // ---- which (sequence, row tile) this CTA owns: scan of per-sequence tile counts ----
+  __shared__ int found_seq, found_tile;
+  __shared__ int warp_sums[kWarps];
+  if (tid == 0) found_seq = -1;
+  __syncthreads();
+  {
+    const int x = static_cast<int>(blockIdx.x);
+    int carry = 0;
+    for (int base = 0; base < p.num_seqs; base += kThreads) {
+      const int s = base + tid;
+      int count = 0;
+      if (s < p.num_seqs) {
+        const int rows = (p.query_start_loc[s + 1] - p.query_start_loc[s]) * p.group;
+        count = (rows + kRows - 1) / kRows;
+      }
+      int incl = count;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += n;
+      }
+      if (lane == 31) warp_sums[warp] = incl;
+      __syncthreads();
+      int total = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        const int v = warp_sums[w];
+        if (w < warp) incl += v;
+        total += v;
+      }
+      incl += carry;
+      if (count > 0 && x >= incl - count && x < incl) {
+        found_seq = s;
+        found_tile = x - (incl - count);
+      }
+      carry += total;
+      __syncthreads();  // found_* visible; warp_sums free for the next round
+      if (found_seq >= 0 || carry > x) break;
+    }
+  }
+  if (found_seq < 0) return;  // grid slack past the last tile (uniform across the CTA)
+  const int seq = found_seq;
+  const int tile = found_tile;
+
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* k_cache = static_cast<const bf16*>(p.k_cache);
+  const bf16* v_cache = p.v_in_k ? k_cache : static_cast<const bf16*>(p.v_cache);
+  const int head_dim = kExact ? kHeadDimCap : p.head_dim;
+  const int v_head_dim = kExact ? kVHeadDimCap : p.v_head_dim;
+  const int d_pad = kExact ? kHeadDimCap : round_up_16(head_dim);
+  const int k_stride = d_pad + 8;  // shared-memory row strides, elements
+  const int v_stride = p.v_in_k ? k_stride : (kExact ? kVHeadDimCap : round_up_16(v_head_dim)) + 8;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* s_q = reinterpret_cast<bf16*>(smem);
+  bf16* s_k = s_q + kRows * k_stride;
+  bf16* s_v = p.v_in_k ? s_k : s_k + kKvTile * k_stride;
+  bf16* s_p = s_v + (p.v_in_k ? kKvTile * k_stride : kKvTile * v_stride);
+  float* red_max = reinterpret_cast<float*>(s_p + kRows * kPStride);
+  float* red_sum = red_max + kWarpCols * kRows;
+
+  const int q_begin = p.query_start_loc[seq];
+  const int q_len = p.query_start_loc[seq + 1] - q_begin;
+  const int seq_len = p.seq_lens[seq];
+  const int group = p.group;
+  const int kv_head = blockIdx.y;
+  const int row_lo = tile * kRows;
+  const int row_hi = min(row_lo + kRows, q_len * group);  // exclusive
+  const int history = seq_len - q_len;                    // position of new token 0
+  // Key range of the whole tile: the first row's window start to the last row's position.
+  const int kv_last = history + (row_hi - 1) / group;
+  const int first_pos = history + row_lo / group;
+  const int kv_first = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
+  const int num_kv_tiles = (kv_last - kv_first + kKvTile) / kKvTile;
+  const int per_split = (num_kv_tiles + p.num_splits - 1) / p.num_splits;
+  const int tile_begin = static_cast<int>(blockIdx.z) * per_split;
+  const int tile_end = min(num_kv_tiles, tile_begin + per_split);
+
+  // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
+  {
+    const int chunks = d_pad / 8;
+    for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
+      const int r = idx / chunks;
+      const int c = idx - r * chunks;
+      const int row = row_lo + r;
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (row < row_hi && c * 8 < head_dim) {
+        const int64_t token = q_begin + row / group;
+        const int64_t head = static_cast<int64_t>(kv_head) * group + row % group;
+        val = *reinterpret_cast<const uint4*>(q + token * p.q_token_stride +
+                                              head * p.q_head_stride + c * 8);
+      }
+      *reinterpret_cast<uint4*>(s_q + r * k_stride + c * 8) = val;
+    }
+    // K pad columns (head_dim % 16 == 8) stay zero: tile loads never write them.
+    if (head_dim < d_pad) {
+      for (int r = tid; r < kKvTile; r += kThreads)
+        *reinterpret_cast<uint4*>(s_k + r * k_stride + head_dim) = make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // The two rows this thread holds in the mma C layout, and their visible key ranges.
+  int row_pos[2], row_first[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_lo + warp_row * 16 + (lane >> 2) + 8 * h;
+    if (row < row_hi) {
+      row_pos[h] = history + row / group;
+      row_first[h] = p.sliding_window > 0 ? max(0, row_pos[h] - p.sliding_window + 1) : 0;
+    } else {
+      row_pos[h] = -1;  // masks every key
+      row_first[h] = 0;
+    }
+  }
+
+  float o[kOTiles][4];
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j)
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.0f, 0.0f};
+
+  const int32_t* block_table = p.block_table + seq * p.block_table_stride;
+  const int64_t k_head_offset = static_cast<int64_t>(kv_head) * p.k_head_stride;
+  const int64_t v_head_offset = static_cast<int64_t>(kv_head) * p.v_head_stride;
+  const int s_col0 = warp_col * kSCols;
+  const int o_col0 = warp_col * kOCols;
+  __syncthreads();
+
+  for (int kt = tile_begin; kt < tile_end; ++kt) {
+    const int j0 = kv_first + kt * kKvTile;
+    load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset, block_table,
+                           p.block_size, head_dim, j0, kv_last, s_k, k_stride);
+    cp_async_commit();
+    if (!p.v_in_k) {
+      load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
+                             block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride);
+    }
+    cp_async_commit();  // V's group (empty when V is in K) overlaps the QK^T below
+    cp_async_wait<1>();
+    __syncthreads();
+
+    // ---- S = Q K^T for this warp's 16 rows x kSCols keys ----
+    float s[kSTiles][4];
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j)
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    const bf16* q_frag = s_q + (warp_row * 16 + (lane & 15)) * k_stride + (lane >> 4) * 8;
+    const bf16* k_frag =
+        s_k + (s_col0 + (lane >> 4) * 8 + (lane & 7)) * k_stride + ((lane >> 3) & 1) * 8;
+    const int k_steps = d_pad / 16;
+#pragma unroll(kExact ? kHeadDimCap / 16 : 2)
+    for (int ks = 0; ks < k_steps; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, q_frag + ks * 16);
+#pragma unroll
+      for (int np = 0; np < kSTiles / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_frag + np * 16 * k_stride + ks * 16);
+        mma_bf16(s[2 * np], a, b[0], b[1]);
+        mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // ---- online softmax: mask, row max across the kWarpCols warps, probabilities ----
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const int key = j0 + s_col0 + j * 8 + (lane & 3) * 2 + (e & 1);
+        const bool visible = key >= row_first[h] && key <= row_pos[h];
+        s[j][e] = visible ? s[j][e] * p.scale_log2 : -INFINITY;
+        tile_max[h] = fmaxf(tile_max[h], s[j][e]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    }
+    const int local_row = warp_row * 16 + (lane >> 2);
+    if ((lane & 3) == 0) {
+      red_max[warp_col * kRows + local_row] = tile_max[0];
+      red_max[warp_col * kRows + local_row + 8] = tile_max[1];
+    }
+    __syncthreads();
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m_new = m_run[h];
+#pragma unroll
+      for (int w = 0; w < kWarpCols; ++w)
+        m_new = fmaxf(m_new, red_max[w * kRows + local_row + 8 * h]);
+      // A row with no visible key yet keeps max -inf; subtracting 0 instead of -inf keeps
+      // exp2f(-inf - m) at 0 rather than NaN.
+      m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[h] = exp2f(m_run[h] - m_use[h]);
+      m_run[h] = m_new;
+    }
+    float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      const float p0 = exp2f(s[j][0] - m_use[0]);
+      const float p1 = exp2f(s[j][1] - m_use[0]);
+      const float p2 = exp2f(s[j][2] - m_use[1]);
+      const float p3 = exp2f(s[j][3] - m_use[1]);
+      tile_sum[0] += p0 + p1;
+      tile_sum[1] += p2 + p3;
+      const int col = s_col0 + j * 8 + (lane & 3) * 2;
+      *reinterpret_cast<uint32_t*>(s_p + local_row * kPStride + col) = pack_bf16x2(p0, p1);
+      *reinterpret_cast<uint32_t*>(s_p + (local_row + 8) * kPStride + col) = pack_bf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 1);
+      tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
+    }
+    if ((lane & 3) == 0) {
+      red_sum[warp_col * kRows + local_row] = tile_sum[0];
+      red_sum[warp_col * kRows + local_row + 8] = tile_sum[1];
+    }
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      o[j][0] *= alpha[0];
+      o[j][1] *= alpha[0];
+      o[j][2] *= alpha[1];
+      o[j][3] *= alpha[1];
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // P, row sums and V visible to every warp
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarpCols; ++w)
+        sum += red_sum[w * kRows + local_row + 8 * h];
+      l_run[h] = l_run[h] * alpha[h] + sum;
+    }
+
+    // ---- O += P V for this warp's 16 rows x kOCols output columns ----
+    const bf16* p_frag = s_p + (warp_row * 16 + (lane & 15)) * kPStride + (lane >> 4) * 8;
+    const bf16* v_frag =
+        s_v + ((lane & 7) + ((lane >> 3) & 1) * 8) * v_stride + o_col0 + (lane >> 4) * 8;
+#pragma unroll
+    for (int ks = 0; ks < kKvTile / 16; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, p_frag + ks * 16);
+#pragma unroll
+      for (int np = 0; np < kOTiles / 2; ++np) {
+        if (kExact || o_col0 + np * 16 < v_head_dim) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_frag + ks * 16 * v_stride + np * 16);
+          mma_bf16(o[2 * np], a, b[0], b[1]);
+          mma_bf16(o[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the next tile overwrites K, V and P
+  }
+
+  // ---- epilogue: normalized bf16 output, or the split's partial and its (max, sum) ----
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_lo + warp_row * 16 + (lane >> 2) + 8 * h;
+    if (row >= row_hi) continue;
+    const int64_t token = q_begin + row / group;
+    const int64_t head = static_cast<int64_t>(kv_head) * group + row % group;
+    const int64_t out_row = token * p.num_q_heads + head;
+    if (p.num_splits == 1) {
+      const float inv = l_run[h] > 0.0f ? 1.0f / l_run[h] : 0.0f;
+      bf16* dst = static_cast<bf16*>(p.out) + out_row * v_head_dim;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j) {
+        const int col = o_col0 + j * 8 + (lane & 3) * 2;
+        if (kExact || col < v_head_dim) {
+          *reinterpret_cast<uint32_t*>(dst + col) =
+              pack_bf16x2(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+        }
+      }
+    } else {
+      const int64_t split_row = out_row * p.num_splits + blockIdx.z;
+      float* dst = p.partial_out + split_row * v_head_dim;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j) {
+        const int col = o_col0 + j * 8 + (lane & 3) * 2;
+        if (kExact || col < v_head_dim)
+          *reinterpret_cast<float2*>(dst + col) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
+      }
+      if (warp_col == 0 && (lane & 3) == 0) {
+        *reinterpret_cast<float2*>(p.partial_stats + split_row * 2) =
+            make_float2(m_run[h], l_run[h]);
+      }
+    }
+  }
+}
+
+template <int kHeadDimCap, int kVHeadDimCap, bool kExact, int kWarpRows, int kWarpCols>
+cudaError_t launch_attention_tiles(const TileParams& params, dim3 grid, size_t smem_bytes,
+                                   cudaStream_t stream) {
+  auto kernel =
+      paged_attention_tile_kernel<kHeadDimCap, kVHeadDimCap, kExact, kWarpRows, kWarpCols>;
+  if (smem_bytes > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<grid, kWarpRows * kWarpCols * 32, smem_bytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+// Explicit instantiations for one head-dim capacity: decode (1 x 4 warps) and prefill
+// (4 x kVHeadDimCap/128 warps) layouts.
+#define LOCUS_INSTANTIATE_ATTENTION_TILES(D, DV, EXACT, WR, WC)                              \
+  template cudaError_t launch_attention_tiles<D, DV, EXACT, WR, WC>(const TileParams&, dim3, \
+                                                                    size_t, cudaStream_t);
+
+}  // namespace locus::cuda::attention

@@ -1,0 +1,45 @@
+// Launchers of the norm and rope kernels.
+#include "backend/cuda/kernels/elementwise/elementwise.cuh"
+
+namespace locus::cuda {
+using namespace elementwise;
+
+namespace {
+int norm_threads(int64_t n) {
+  if (n >= 2048) return 512;
+  if (n >= 512) return 256;
+  return 128;
+}
+}  // namespace
+
+cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, void* out,
+                            cudaStream_t stream) {
+  const int64_t rows = x.dim0 * x.dim1;
+  if (rows == 0) return cudaSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(x.n), 0, stream>>>(
+      x, weight, eps, static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_rms_norm(void* residual, const void* x, int64_t rows, int64_t n,
+                                const float* weight, float eps, void* out, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(n), 0, stream>>>(
+      static_cast<bf16*>(residual), static_cast<const bf16*>(x), n, weight, eps,
+      static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(void* x, int64_t tokens, int64_t heads, int64_t stride_token,
+                        int64_t stride_head, const int32_t* positions, const float* inv_freq,
+                        int rotary_dim, float attention_factor, bool neox, cudaStream_t stream) {
+  if (tokens == 0 || rotary_dim == 0) return cudaSuccess;
+  const int64_t work = heads * (rotary_dim / 2);
+  const int threads = work >= 256 ? 256 : (work >= 128 ? 128 : 64);
+  rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+      static_cast<bf16*>(x), tokens, heads, stride_token, stride_head, positions, inv_freq,
+      rotary_dim / 2, attention_factor, neox);
+  return cudaGetLastError();
+}
+
+}  // namespace locus::cuda

@@ -1,0 +1,112 @@
+#include "backend/cuda/runtime/cublas_gemm.h"
+
+#include <fmt/format.h>
+
+namespace locus::cuda {
+namespace {
+
+Status lt_error(const char* what, cublasStatus_t s) {
+  return internal_error(fmt::format("cuBLASLt {}: status {}", what, static_cast<int>(s)));
+}
+
+#define LOCUS_LT(call)                                           \
+  do {                                                           \
+    cublasStatus_t _s = (call);                                  \
+    if (_s != CUBLAS_STATUS_SUCCESS) return lt_error(#call, _s); \
+  } while (0)
+
+}  // namespace
+
+Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(cudaStream_t stream, void* workspace,
+                                                         size_t workspace_bytes) {
+  std::unique_ptr<CublasGemm> g(new CublasGemm());
+  g->stream_ = stream;
+  g->workspace_ = workspace;
+  g->workspace_bytes_ = workspace_bytes;
+  LOCUS_LT(cublasLtCreate(&g->lt_));
+  LOCUS_LT(cublasCreate(&g->blas_));
+  LOCUS_LT(cublasSetStream(g->blas_, stream));
+  LOCUS_LT(cublasSetWorkspace(g->blas_, workspace, workspace_bytes));
+  return g;
+}
+
+CublasGemm::~CublasGemm() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  if (lt_ != nullptr) cublasLtDestroy(lt_);
+}
+
+// Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T... with W's bytes read
+// as a column-major [k, n] matrix (transposed: op T) and x's as column-major [k, m] (op N).
+Expected<CublasGemm::Plan*> CublasGemm::plan(int64_t m, int64_t n, int64_t k, int64_t ldx,
+                                             bool y_f32) {
+  const Key key{m, n, k, ldx, y_f32};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return &it->second;
+  Plan p;
+  LOCUS_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LOCUS_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LOCUS_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                      static_cast<uint64_t>(n), k));
+  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                      static_cast<uint64_t>(m), ldx));
+  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF,
+                                      static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOCUS_LT(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+    return internal_error(fmt::format(
+        "cuBLASLt has no algorithm for a bf16 GEMM of m={} n={} k={} (ldx {}): status {}", m, n, k,
+        ldx, static_cast<int>(s)));
+  }
+  p.algo = result.algo;
+  return &plans_.emplace(key, p).first->second;
+}
+
+Status CublasGemm::linear(const void* x, int64_t ldx, const void* w, void* y, bool y_f32, int64_t m,
+                          int64_t n, int64_t k) {
+  if (m == 0 || n == 0) return Status::ok();
+  std::lock_guard lock(mutex_);
+  LOCUS_ASSIGN_OR_RETURN(Plan * p, plan(m, n, k, ldx, y_f32));
+  const float alpha = 1.0f, beta = 0.0f;
+  LOCUS_LT(cublasLtMatmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo,
+                          workspace_, workspace_bytes_, stream_));
+  return Status::ok();
+}
+
+Status CublasGemm::batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                           const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                           int64_t stride_b, void* c, int64_t ldc, int64_t stride_c,
+                           int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return Status::ok();
+  std::lock_guard lock(mutex_);
+  const float alpha = 1.0f, beta = 0.0f;
+  LOCUS_LT(cublasGemmStridedBatchedEx(
+      blas_, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a, CUDA_R_16BF,
+      static_cast<int>(lda), stride_a, b, CUDA_R_16BF, static_cast<int>(ldb), stride_b, &beta, c,
+      CUDA_R_16BF, static_cast<int>(ldc), stride_c, static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
+  return Status::ok();
+}
+
+}  // namespace locus::cuda

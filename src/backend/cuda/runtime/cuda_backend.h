@@ -1,0 +1,156 @@
+// The CUDA backend for Hopper: bf16 activations and KV cache, cuBLASLt GEMMs, our own kernels
+// for everything else (kernels/: elementwise, attention, moe). Every op is issued on one compute
+// stream with no host synchronization except to_host, so a whole forward can be captured in a
+// CUDA graph (capture_graph). Per-op tensors come from a caching allocator (device_allocator.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/runtime/cublas_gemm.h"
+#include "backend/cuda/runtime/device_allocator.h"
+#include "backend/ops.h"
+
+namespace locus {
+
+struct CudaBackendOptions {
+  int device_index = 0;
+  // Fraction of the GPU's total memory locus may use for weights, activations and KV cache
+  // (vLLM's --gpu-memory-utilization).
+  double gpu_memory_utilization = 0.9;
+};
+
+// A captured sequence of GPU work, replayed on the backend's stream with fixed addresses.
+class CudaGraph final : public Ops::Graph {
+ public:
+  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
+      : graph_(graph), exec_(exec), stream_(stream) {}
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  ~CudaGraph() override;
+  Status replay() override;
+
+ private:
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+class CudaBackend final : public Ops {
+ public:
+  // Fails with a clear message when no usable GPU exists (no driver, index out of range).
+  static Expected<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  std::string name() const override;
+  Device device() const override { return Device::cuda(options_.device_index); }
+  DType activation_dtype() const override { return DType::kBF16; }
+  DType kv_cache_dtype() const override { return DType::kBF16; }
+  uint64_t weight_memory_budget_bytes() const override;
+  uint64_t prepared_weight_bytes(DType dtype, int64_t numel) const override;
+
+  cudaStream_t stream() const { return stream_; }
+  Status synchronize();
+  cuda::AllocatorStats memory_stats() const { return allocator_->stats(); }
+  void reset_peak_memory() { allocator_->reset_peak(); }
+  uint64_t total_memory_bytes() const { return total_memory_; }
+  // Device memory reserved by weight slabs (what the loaded weights occupy).
+  uint64_t weight_memory_bytes() const { return weight_bytes_; }
+  // Bytes of GPU memory not held by this process's allocator or anyone else right now.
+  uint64_t free_memory_bytes() const;
+
+  // Device-to-device copy bandwidth, (bytes read + bytes written) / time, median of 10 copies
+  // of `bytes` timed with events: the HBM ceiling rooflines are drawn against (METHOD.md).
+  Expected<double> measure_copy_bandwidth(size_t bytes = size_t{2} << 30);
+
+  Expected<std::optional<Tensor>> random_uniform_weight(const Dims& shape, DType dtype,
+                                                        uint64_t stream, float low,
+                                                        float high) override;
+
+  bool supports_graphs() const override { return true; }
+  // Stream capture of `body` (relaxed mode: the warm-up run has made every allocation and plan).
+  Expected<std::unique_ptr<Graph>> capture_graph(const std::function<Status()>& body) override;
+  // Host -> device copy ordered on the compute stream (refills a captured graph's inputs).
+  Status copy_into(const void* host, Tensor& dst, size_t bytes) override;
+
+ protected:
+  Expected<Tensor> do_empty(const Dims& shape, DType dtype) override;
+  Status do_fill_zero(Tensor& t) override;
+  Expected<Tensor> do_to_device(const Tensor& host) override;
+  Expected<Tensor> do_to_host(const Tensor& tensor) override;
+  Expected<LinearWeight> do_prepare_linear(const LinearWeight& host) override;
+  Expected<Tensor> do_prepare_weight(const Tensor& host) override;
+
+  Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) override;
+  Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) override;
+  Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                         Tensor& out) override;
+  Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
+  Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                           Tensor& k_cache, Tensor& v_cache) override;
+  Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionMetadata& metadata, const AttentionParams& params,
+                            Tensor& out) override;
+  Status do_write_mla_cache(const Tensor& latent, const Tensor& k_pe, const Tensor& slot_mapping,
+                            Tensor& cache) override;
+  Status do_mla_attention(const Tensor& q, const Tensor& cache, const LinearWeight& kv_b_proj,
+                          const AttentionMetadata& metadata, const MlaParams& params,
+                          Tensor& out) override;
+  Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                      const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override;
+  Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                        std::span<const ExpertWeights> experts, Tensor& out) override;
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+  // Weights come from 256 MiB slabs (sub-allocated, 256-byte aligned) instead of one cudaMalloc
+  // each: the driver rounds every allocation up to 2 MiB, which would waste a third of a
+  // 3 MiB expert matrix. A slab is freed when the last tensor in it is gone.
+  Expected<Tensor> empty_weight(const Dims& shape, DType dtype);
+  Expected<Tensor> upload(const Tensor& host, bool weight);
+  // `t` as a device tensor of `dtype` (converting on the host when needed); `weight` puts new
+  // device copies in the weight slabs.
+  Expected<Tensor> ensure_device(const Tensor& t, DType dtype, bool weight = false);
+  Expected<LinearWeight> ensure_prepared(const LinearWeight& w);
+  Status launch_attention(const Tensor& q, const Tensor& k_cache, int64_t k_block_stride,
+                          int64_t k_token_stride, int64_t k_head_stride, const void* v_data,
+                          int64_t v_block_stride, int64_t v_token_stride, int64_t v_head_stride,
+                          int64_t num_kv_heads, int64_t head_dim, int64_t v_head_dim,
+                          const AttentionMetadata& metadata, float scale, int64_t sliding_window,
+                          Tensor& out);
+  Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
+
+  struct Slab;
+  CudaBackendOptions options_;
+  std::shared_ptr<Slab> slab_;  // the weight slab being filled
+  uint64_t weight_bytes_ = 0;
+  std::shared_ptr<cuda::DeviceAllocator> allocator_;
+  cudaStream_t stream_ = nullptr;
+  Tensor gemm_workspace_;
+  std::unique_ptr<cuda::CublasGemm> gemm_;
+  uint64_t total_memory_ = 0;
+  std::string device_name_;
+  // Host data uploaded once and reused (keyed by the host pointer, checked against the bytes so
+  // a new host object at a recycled address is never served stale data): rope inv_freq tables,
+  // and the device arrays of expert weight pointers (gate, up, down) of each expert list.
+  struct CachedUpload {
+    std::vector<uint64_t> key_bytes;
+    Tensor device;
+  };
+  Expected<Tensor> cached_upload(std::unordered_map<const void*, CachedUpload>& cache,
+                                 const void* key, std::vector<uint64_t> key_bytes,
+                                 const Tensor& host);
+  std::unordered_map<const void*, CachedUpload> rope_tables_;
+  std::unordered_map<const void*, CachedUpload> expert_tables_;
+};
+
+}  // namespace locus

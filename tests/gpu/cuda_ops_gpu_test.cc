@@ -1,0 +1,337 @@
+// The CUDA backend's ops against their CPU twins on random inputs: the inputs are rounded to bf16
+// first so both sides see the same values; the GPU computes in bf16 with f32 accumulation, so
+// the bound is relative L2 < 1e-2 (METHOD.md: bf16 operands land between 1e-3 and 1e-2).
+// SKIPPED where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/device.h"
+#include "backend/ops_rope.h"
+#include "unit/ops_test_util.h"
+
+#ifdef LOCUS_HAS_CUDA
+#include "backend/cuda/runtime/cuda_backend.h"
+#endif
+
+namespace locus {
+namespace {
+
+using testing::random_f32;
+using testing::rel_l2;
+using testing::to_floats;
+
+#ifndef LOCUS_HAS_CUDA
+TEST(CudaOps, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+#else
+
+constexpr double kBound = 1e-2;
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const DeviceReport report = query_devices();
+    if (report.gpus.empty()) GTEST_SKIP() << "no CUDA GPU: " << report.cuda_unavailable_reason;
+    auto b = CudaBackend::create();
+    ASSERT_TRUE(b.has_value()) << b.status().to_string();
+    gpu_ = std::move(*b);
+  }
+
+  // f32 values rounded through bf16 (what both backends then see).
+  static Tensor bf16_exact(const Tensor& t) {
+    return testing::widen(testing::convert_to(t, DType::kBF16));
+  }
+  Tensor up(const Tensor& f32) {
+    return gpu_->to_device(testing::convert_to(f32, DType::kBF16)).value();
+  }
+  Tensor up_raw(const Tensor& t) { return gpu_->to_device(t).value(); }
+  std::vector<float> down(const Tensor& t) {
+    Tensor h = gpu_->to_host(t).value();
+    return h.dtype() == DType::kF32 ? to_floats(h) : to_floats(testing::widen(h));
+  }
+  Tensor out_bf16(const Dims& shape) {
+    // Poisoned (0xFF bytes = NaN) so an unwritten element fails the comparison.
+    Tensor t = gpu_->empty(shape, DType::kBF16).value();
+    Tensor h = Tensor::empty(shape, DType::kBF16).value();
+    std::memset(h.raw_data(), 0xFF, h.nbytes());
+    EXPECT_TRUE(gpu_->copy_into(h.raw_data(), t, h.nbytes()).is_ok());
+    EXPECT_TRUE(gpu_->synchronize().is_ok());
+    return t;
+  }
+  void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                    double bound = kBound) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (float v : got)
+      ASSERT_FALSE(std::isnan(v)) << what << ": NaN (unwritten output?)";
+    const double e = rel_l2(got, want);
+    std::printf("  %-40s rel L2 %.2e\n", what, e);
+    EXPECT_LT(e, bound) << what;
+  }
+
+  CpuBackend cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+};
+
+TEST_F(CudaOps, LinearBf16AndF32OutputsWithBiasAndStridedInput) {
+  for (auto [m, k, n] : {std::tuple{1, 128, 48}, {7, 2048, 768}, {300, 256, 1024}, {64, 96, 4}}) {
+    Tensor wide = bf16_exact(random_f32({m, k + 8}, 1000 + m));
+    Tensor x = wide.slice(1, 8, 8 + k).value();
+    LinearWeight w;
+    w.weight = bf16_exact(random_f32({n, k}, 2000 + n, -0.1f, 0.1f));
+    w.bias = random_f32({n}, 3000 + n);
+    Tensor want = Tensor::empty({m, n}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.linear(x, cpu_.prepare_linear(w).value(), want).is_ok());
+    LinearWeight gw = gpu_->prepare_linear(w).value();
+    Tensor gx = up(wide).slice(1, 8, 8 + k).value();
+    Tensor got = out_bf16({m, n});
+    ASSERT_TRUE(gpu_->linear(gx, gw, got).is_ok());
+    expect_close(down(got), to_floats(want), "linear bf16 out");
+    Tensor got32 = gpu_->empty({m, n}, DType::kF32).value();
+    ASSERT_TRUE(gpu_->linear(gx, gw, got32).is_ok());
+    expect_close(down(got32), to_floats(want), "linear f32 out");
+  }
+}
+
+TEST_F(CudaOps, NormsRopeActivationsAndGathers) {
+  const int64_t t = 37, h = 4, d = 64, hidden = 2048;
+  // rms_norm over rows, and per head of a [T, H, D] view.
+  Tensor x = bf16_exact(random_f32({t, hidden}, 1));
+  Tensor wn = random_f32({hidden}, 2, 0.5f, 1.5f);
+  Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.rms_norm(x, wn, 1e-6f, want).is_ok());
+  Tensor got = out_bf16({t, hidden});
+  ASSERT_TRUE(gpu_->rms_norm(up(x), gpu_->prepare_weight(wn).value(), 1e-6f, got).is_ok());
+  expect_close(down(got), to_floats(want), "rms_norm");
+
+  // Per head: a [T, H, D] tensor with one [D] weight (q/k-norm).
+  Tensor heads = bf16_exact(random_f32({t, h, d}, 3));
+  Tensor wd = random_f32({d}, 4, 0.5f, 1.5f);
+  Tensor want_h = Tensor::empty({t, h, d}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.rms_norm(heads, wd, 1e-6f, want_h).is_ok());
+  Tensor got_h = out_bf16({t, h, d});
+  ASSERT_TRUE(gpu_->rms_norm(up(heads), gpu_->prepare_weight(wd).value(), 1e-6f, got_h).is_ok());
+  expect_close(down(got_h), to_floats(want_h), "rms_norm per head");
+
+  // add_rms_norm: residual updated in place and the normalized output.
+  Tensor res = bf16_exact(random_f32({t, hidden}, 5));
+  Tensor delta = bf16_exact(random_f32({t, hidden}, 6));
+  Tensor gres = up(res);
+  Tensor cres = testing::from_floats(to_floats(res), {t, hidden});
+  ASSERT_TRUE(cpu_.add_rms_norm(cres, delta, wn, 1e-5f, want).is_ok());
+  Tensor got2 = out_bf16({t, hidden});
+  ASSERT_TRUE(
+      gpu_->add_rms_norm(gres, up(delta), gpu_->prepare_weight(wn).value(), 1e-5f, got2).is_ok());
+  expect_close(down(got2), to_floats(want), "add_rms_norm out");
+  expect_close(down(gres), to_floats(cres), "add_rms_norm residual");
+
+  // rope: neox and interleaved, partial rotary, YaRN attention factor; positions up to 40k.
+  for (bool neox : {true, false}) {
+    RopeConfig rc;
+    rc.theta = 1e6;
+    rc.layout = neox ? RopeLayout::kNeox : RopeLayout::kInterleaved;
+    rc.rotary_dim = neox ? d : d / 2;
+    auto freqs = compute_rope_frequencies(rc, 40960);
+    ASSERT_TRUE(freqs.has_value()) << freqs.status().to_string();
+    RopeParams p;
+    p.inv_freq =
+        testing::from_floats(freqs->inv_freq, {static_cast<int64_t>(freqs->inv_freq.size())});
+    p.attention_factor = neox ? 1.0f : 1.1f;
+    p.layout = rc.layout;
+    std::vector<int32_t> pos(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i)
+      pos[static_cast<size_t>(i)] = static_cast<int32_t>((i * 997) % 40000);
+    Tensor positions = testing::from_i32(pos, {t});
+    Tensor q = bf16_exact(random_f32({t, h, d}, 7));
+    Tensor cq = testing::from_floats(to_floats(q), {t, h, d});
+    ASSERT_TRUE(cpu_.rope(cq, positions, p).is_ok());
+    Tensor gq = up(q);
+    ASSERT_TRUE(gpu_->rope(gq, up_raw(positions), p).is_ok());
+    expect_close(down(gq), to_floats(cq), neox ? "rope neox" : "rope interleaved partial");
+  }
+
+  // silu_and_mul on column halves of one [T, 2n] projection; add; gather_rows; embedding.
+  const int64_t n = 768;
+  Tensor gu = bf16_exact(random_f32({t, 2 * n}, 8, -4.0f, 4.0f));
+  Tensor want_act = Tensor::empty({t, n}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.silu_and_mul(gu.slice(1, 0, n).value(), gu.slice(1, n, 2 * n).value(), want_act)
+                  .is_ok());
+  Tensor ggu = up(gu);
+  Tensor got_act = out_bf16({t, n});
+  ASSERT_TRUE(
+      gpu_->silu_and_mul(ggu.slice(1, 0, n).value(), ggu.slice(1, n, 2 * n).value(), got_act)
+          .is_ok());
+  expect_close(down(got_act), to_floats(want_act), "silu_and_mul");
+
+  Tensor a = bf16_exact(random_f32({t, n}, 9));
+  Tensor b = bf16_exact(random_f32({t, n}, 10));
+  Tensor want_add = Tensor::empty({t, n}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.add(a, b, want_add).is_ok());
+  Tensor got_add = out_bf16({t, n});
+  ASSERT_TRUE(gpu_->add(up(a), up(b), got_add).is_ok());
+  expect_close(down(got_add), to_floats(want_add), "add");
+
+  Tensor idx = testing::from_i32({36, 0, 5, 5, 17}, {5});
+  Tensor want_g = Tensor::empty({5, n}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.gather_rows(a, idx, want_g).is_ok());
+  Tensor got_g = out_bf16({5, n});
+  ASSERT_TRUE(gpu_->gather_rows(up(a), up_raw(idx), got_g).is_ok());
+  expect_close(down(got_g), to_floats(want_g), "gather_rows");
+
+  Tensor table = bf16_exact(random_f32({1000, 256}, 11));
+  Tensor ids = testing::from_i32({999, 0, 3, 3, 512, 7}, {6});
+  Tensor want_e = Tensor::empty({6, 256}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.embedding(table, ids, want_e).is_ok());
+  Tensor got_e = out_bf16({6, 256});
+  ASSERT_TRUE(gpu_->embedding(gpu_->prepare_weight(table).value(), up_raw(ids), got_e).is_ok());
+  expect_close(down(got_e), to_floats(want_e), "embedding");
+}
+
+// Paged GQA attention through the Ops layer (cache write + attention), mixed decode and
+// prefill, scattered blocks; then MLA (absorbed on the GPU, expanded on the CPU).
+TEST_F(CudaOps, PagedAttentionAndMla) {
+  std::mt19937 rng(42);
+  const int64_t hq = 8, hkv = 2, d = 128, bs = 16;
+  struct Seq {
+    int64_t context, num_new;
+  };
+  const std::vector<Seq> seqs = {{1, 1}, {300, 1}, {77, 77}, {1500, 40}, {33, 1}};
+  int64_t max_blocks = 0, total_blocks = 0;
+  for (const Seq& s : seqs) {
+    max_blocks = std::max(max_blocks, (s.context + bs - 1) / bs);
+    total_blocks += (s.context + bs - 1) / bs;
+  }
+  std::vector<int32_t> perm(static_cast<size_t>(total_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> table(seqs.size() * static_cast<size_t>(max_blocks), -1);
+  std::vector<int32_t> qsl = {0}, lens;
+  std::vector<int64_t> all_slots;  // every cached token's slot, sequences back to back
+  std::vector<int64_t> new_slots;
+  size_t next = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int64_t nb = (seqs[i].context + bs - 1) / bs;
+    for (int64_t b = 0; b < nb; ++b)
+      table[i * static_cast<size_t>(max_blocks) + static_cast<size_t>(b)] = perm[next++];
+    for (int64_t j = 0; j < seqs[i].context; ++j) {
+      const int64_t slot =
+          table[i * static_cast<size_t>(max_blocks) + static_cast<size_t>(j / bs)] * bs + j % bs;
+      all_slots.push_back(slot);
+      if (j >= seqs[i].context - seqs[i].num_new) new_slots.push_back(slot);
+    }
+    qsl.push_back(qsl.back() + static_cast<int32_t>(seqs[i].num_new));
+    lens.push_back(static_cast<int32_t>(seqs[i].context));
+  }
+  const auto total = static_cast<int64_t>(all_slots.size());
+  const int64_t tokens = qsl.back();
+  const auto nseq = static_cast<int64_t>(seqs.size());
+  AttentionMetadata m;
+  m.block_size = bs;
+  m.query_start_loc = testing::from_i32(qsl, {nseq + 1});
+  m.seq_lens = testing::from_i32(lens, {nseq});
+  m.block_table = testing::from_i32(table, {nseq, max_blocks});
+  m.slot_mapping = testing::from_i64(all_slots, {total});
+
+  // Fill both caches with every token (history and new) in one write, then attend with the new
+  // tokens' queries.
+  Tensor k = bf16_exact(random_f32({total, hkv, d}, 20));
+  Tensor v = bf16_exact(random_f32({total, hkv, d}, 21));
+  Tensor q = bf16_exact(random_f32({tokens, hq, d}, 22));
+  Tensor kc = cpu_.zeros({total_blocks, bs, hkv, d}, DType::kF32).value();
+  Tensor vc = cpu_.zeros({total_blocks, bs, hkv, d}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.write_kv_cache(k, v, m.slot_mapping, kc, vc).is_ok());
+  AttentionMetadata mq = m;
+  mq.slot_mapping = testing::from_i64(new_slots, {tokens});
+  AttentionParams params;
+  params.scale = 0.0883883f;
+  Tensor want = Tensor::empty({tokens, hq, d}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.paged_attention(q, kc, vc, mq, params, want).is_ok());
+
+  Tensor gkc = gpu_->zeros({total_blocks, bs, hkv, d}, DType::kBF16).value();
+  Tensor gvc = gpu_->zeros({total_blocks, bs, hkv, d}, DType::kBF16).value();
+  AttentionMetadata gm;
+  gm.block_size = bs;
+  gm.query_start_loc = up_raw(m.query_start_loc);
+  gm.seq_lens = up_raw(m.seq_lens);
+  gm.block_table = up_raw(m.block_table);
+  gm.slot_mapping = up_raw(m.slot_mapping);
+  ASSERT_TRUE(gpu_->write_kv_cache(up(k), up(v), gm.slot_mapping, gkc, gvc).is_ok());
+  gm.slot_mapping = up_raw(mq.slot_mapping);
+  Tensor got = out_bf16({tokens, hq, d});
+  ASSERT_TRUE(gpu_->paged_attention(up(q), gkc, gvc, gm, params, got).is_ok());
+  expect_close(down(got), to_floats(want), "paged_attention (no host bounds)");
+  gm.max_query_len = 77;
+  gm.max_seq_len = 4096;  // larger than any seq_len: what a captured graph passes
+  Tensor got2 = out_bf16({tokens, hq, d});
+  ASSERT_TRUE(gpu_->paged_attention(up(q), gkc, gvc, gm, params, got2).is_ok());
+  expect_close(down(got2), to_floats(want), "paged_attention (loose host bounds)");
+
+  // MLA: rank 64 + rope 16, nope 32, v 32, 4 heads.
+  const int64_t rank = 64, rope = 16, nope = 32, vd = 32, heads = 4;
+  Tensor latent = bf16_exact(random_f32({total, rank}, 30));
+  Tensor kpe = bf16_exact(random_f32({total, rope}, 31));
+  Tensor mc = cpu_.zeros({total_blocks, bs, rank + rope}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.write_mla_cache(latent, kpe, m.slot_mapping, mc).is_ok());
+  LinearWeight kvb;
+  kvb.weight = bf16_exact(random_f32({heads * (nope + vd), rank}, 32, -0.2f, 0.2f));
+  Tensor mq_in = bf16_exact(random_f32({tokens, heads, nope + rope}, 33));
+  MlaParams mp{rank, nope, rope, vd, 0.125f};
+  Tensor want_mla = Tensor::empty({tokens, heads, vd}, DType::kF32).value();
+  ASSERT_TRUE(
+      cpu_.mla_attention(mq_in, mc, cpu_.prepare_linear(kvb).value(), mq, mp, want_mla).is_ok());
+  Tensor gmc = gpu_->zeros({total_blocks, bs, rank + rope}, DType::kBF16).value();
+  gm.slot_mapping = up_raw(m.slot_mapping);
+  ASSERT_TRUE(gpu_->write_mla_cache(up(latent), up(kpe), gm.slot_mapping, gmc).is_ok());
+  gm.slot_mapping = up_raw(mq.slot_mapping);
+  Tensor got_mla = out_bf16({tokens, heads, vd});
+  ASSERT_TRUE(
+      gpu_->mla_attention(up(mq_in), gmc, gpu_->prepare_linear(kvb).value(), gm, mp, got_mla)
+          .is_ok());
+  expect_close(down(got_mla), to_floats(want_mla), "mla_attention (absorbed)");
+}
+
+TEST_F(CudaOps, MoeRouteAndExperts) {
+  const int64_t t = 45, e = 16, k = 4, hidden = 256, inter = 96;
+  Tensor logits = random_f32({t, e}, 50, -3.0f, 3.0f);
+  MoeRouting r;
+  r.top_k = k;
+  r.renormalize = true;
+  Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
+  Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+  Tensor gids = gpu_->empty({t, k}, DType::kI32).value();
+  Tensor gwts = gpu_->empty({t, k}, DType::kF32).value();
+  ASSERT_TRUE(gpu_->moe_route(up_raw(logits), Tensor(), r, gids, gwts).is_ok());
+  Tensor hid = gpu_->to_host(gids).value();
+  EXPECT_EQ(std::memcmp(hid.raw_data(), ids.raw_data(), ids.nbytes()), 0) << "topk ids differ";
+  expect_close(down(gwts), to_floats(wts), "moe_route weights", 1e-5);
+
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  for (int64_t i = 0; i < e; ++i) {
+    ExpertWeights w;
+    w.gate.weight = bf16_exact(random_f32({inter, hidden}, 100 + i, -0.1f, 0.1f));
+    w.up.weight = bf16_exact(random_f32({inter, hidden}, 200 + i, -0.1f, 0.1f));
+    w.down.weight = bf16_exact(random_f32({hidden, inter}, 300 + i, -0.1f, 0.1f));
+    ExpertWeights c{cpu_.prepare_linear(w.gate).value(), cpu_.prepare_linear(w.up).value(),
+                    cpu_.prepare_linear(w.down).value()};
+    ExpertWeights g{gpu_->prepare_linear(w.gate).value(), gpu_->prepare_linear(w.up).value(),
+                    gpu_->prepare_linear(w.down).value()};
+    cpu_experts.push_back(std::move(c));
+    gpu_experts.push_back(std::move(g));
+  }
+  Tensor x = bf16_exact(random_f32({t, hidden}, 60));
+  Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
+  Tensor got = out_bf16({t, hidden});
+  ASSERT_TRUE(gpu_->moe_experts(up(x), gids, gwts, gpu_experts, got).is_ok());
+  expect_close(down(got), to_floats(want), "moe_experts");
+}
+
+#endif
+
+}  // namespace
+}  // namespace locus

@@ -1,0 +1,82 @@
+// The decode roofline arithmetic on the standard qwen3-30b-a3b shape (numbers worked out by
+// hand from its config), and `bench latency`'s harness end to end on a fixture model on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "bench/latency.h"
+#include "bench/roofline.h"
+#include "io/model_config.h"
+
+namespace locus {
+namespace {
+
+const std::filesystem::path kFixtures = LOCUS_TEST_DATA_DIR;
+
+TEST(Roofline, ExpectedActiveExperts) {
+  EXPECT_DOUBLE_EQ(bench::expected_active_experts(128, 8, 1), 8.0);
+  // Two tokens: 8 + 8 * (120/128) distinct on average.
+  EXPECT_NEAR(bench::expected_active_experts(128, 8, 2), 8.0 + 8.0 * 120.0 / 128.0, 1e-9);
+  EXPECT_NEAR(bench::expected_active_experts(128, 8, 4096), 128.0, 1e-6);
+  EXPECT_EQ(bench::expected_active_experts(0, 8, 4), 0.0);
+}
+
+TEST(Roofline, Qwen3_30B_A3B_DecodeBytes) {
+  auto config = load_model_config(kFixtures / "configs" / "qwen3-30b-a3b");
+  ASSERT_TRUE(config.has_value()) << config.status().to_string();
+  auto b1 = bench::decode_step_bytes(*config, 1, 1000);
+  ASSERT_TRUE(b1.has_value()) << b1.status().to_string();
+  // 48 layers x 8 active experts x (gate + up + down) 2048 x 768, bf16.
+  EXPECT_DOUBLE_EQ(b1->expert_weight_bytes, 48.0 * 8 * 3 * 2048 * 768 * 2);
+  // Per layer: q 4096x2048, k and v 512x2048, o 2048x4096, router 128x2048, two 2048 norms and
+  // q/k norms of 128; plus the final norm and the untied lm_head 151936 x 2048.
+  const double layer = 4096.0 * 2048 * 2 + 512.0 * 2048 * 2 + 128.0 * 2048 + 2 * 2048 + 2 * 128;
+  EXPECT_DOUBLE_EQ(b1->dense_weight_bytes, (48 * layer + 2048 + 151936.0 * 2048) * 2);
+  // KV: 4 kv heads x (128 + 128) x 48 layers x 1000 tokens, bf16.
+  EXPECT_DOUBLE_EQ(b1->kv_bytes, 4.0 * 256 * 48 * 1000 * 2);
+  auto b64 = bench::decode_step_bytes(*config, 64, 1000);
+  ASSERT_TRUE(b64.has_value());
+  EXPECT_GT(b64->expected_active_experts, 124.0);
+  EXPECT_LT(b64->expected_active_experts, 128.0);
+  EXPECT_DOUBLE_EQ(b64->kv_bytes, 64 * b1->kv_bytes);
+}
+
+TEST(BenchLatency, Percentiles) {
+  const auto p = bench::percentiles({4, 1, 3, 2, 5});
+  EXPECT_DOUBLE_EQ(p.mean, 3.0);
+  EXPECT_DOUBLE_EQ(p.p50, 3.0);
+  EXPECT_DOUBLE_EQ(p.p90, 4.6);
+}
+
+TEST(BenchLatency, RunsOnAFixtureModel) {
+  ModelEngineOptions o;
+  o.model_dir = kFixtures / "models" / "qwen3-moe";
+  o.load_tokenizer = false;
+  o.engine.scheduler.max_num_seqs = 4;
+  o.engine.scheduler.max_model_len = 64;
+  auto me = open_model_engine(o);
+  ASSERT_TRUE(me.has_value()) << me.status().to_string();
+  bench::LatencyOptions lo;
+  lo.input_len = 20;
+  lo.output_len = 6;
+  lo.iters = 2;
+  lo.warmup_iters = 1;
+  for (int b : {1, 3}) {
+    auto r = bench::run_latency(*me, lo, b);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->batch_size, b);
+    EXPECT_GT(r->ttft_s.p50, 0.0);
+    EXPECT_GT(r->tpot_s.p50, 0.0);
+    EXPECT_GT(r->steady_tpot_s.p50, 0.0);
+    EXPECT_GE(r->batch_latency_s.p50, r->ttft_s.p50);
+    EXPECT_GT(r->output_tokens_per_s, 0.0);
+    // The CPU records no graphs; every step of the two measured iterations ran eagerly.
+    EXPECT_EQ(r->graph_steps, 0);
+    EXPECT_GE(r->eager_steps, 2 * lo.output_len);
+  }
+  me->engine->shutdown();
+}
+
+}  // namespace
+}  // namespace locus
