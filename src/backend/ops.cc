@@ -177,6 +177,12 @@ Status Ops::copy_into(const void* host, Tensor& dst, size_t bytes) {
   return Status::ok();
 }
 
+Status Ops::sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                        std::span<int32_t> tokens) {
+  (void)logits, (void)rows, (void)tokens;
+  return unsupported(fmt::format("{} does not sample on its device", name()));
+}
+
 Expected<std::unique_ptr<Ops::Graph>> Ops::capture_graph(const std::function<Status()>& body) {
   (void)body;
   return unsupported(fmt::format("{} cannot record graphs", name()));

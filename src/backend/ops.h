@@ -107,6 +107,17 @@ struct MlaParams {
   float scale = 1.0f;
 };
 
+// One row's draw for Ops::sample_rows (the layout the CUDA kernel reads). temperature below
+// kGreedyTemperatureEpsilon = greedy; top_k <= 0, top_p >= 1, min_p <= 0 = off; u: the
+// request's uniform for this step (counter_uniform of its stream and output index).
+struct SamplingRowParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float u = 0.0f;
+};
+
 class Ops {
  public:
   Ops() = default;
@@ -134,6 +145,15 @@ class Ops {
   // Host bytes into an existing contiguous tensor of this backend, ordered with the compute that
   // follows; `host` must stay unchanged until the next synchronizing call (to_host).
   virtual Status copy_into(const void* host, Tensor& dst, size_t bytes);
+
+  // ---- sampling (optional) --------------------------------------------------------------------
+  // One token per row of f32 logits [rows, vocab] on this backend, with the CPU sampler's
+  // semantics (sampling/logits_processors.h: temperature, min_p, top_k, top_p, then a draw
+  // walking token ids in order; argmax for greedy). Saves copying the logits to the host.
+  // Synchronizes: the tokens are in host memory on return.
+  virtual bool supports_sampling() const { return false; }
+  virtual Status sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                             std::span<int32_t> tokens);
 
   // ---- graphs (optional) ----------------------------------------------------------------------
   // A recorded sequence of ops replayed with the same device addresses (CUDA graphs): the inputs

@@ -13,6 +13,7 @@
 #include "bench/latency.h"
 #include "bench/roofline.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "core/version.h"
 #include "engine/model_engine.h"
 
@@ -27,9 +28,7 @@ namespace {
 struct LatencyCliOptions {
   std::string model;
   std::string load_format = "auto";
-  std::string device = "auto";
-  double gpu_memory_utilization = 0.9;
-  bool enforce_eager = false;
+  DeviceCliOptions gpu;
   int64_t input_len = 1024;
   int64_t output_len = 128;
   std::vector<int> batch_sizes = {1};
@@ -59,7 +58,7 @@ int run_latency_command(const LatencyCliOptions& o) {
   double hbm_gbps = o.hbm_gbps;
   bool gpu = false;
 #ifdef LOCUS_HAS_CUDA
-  if (o.device != "cpu" && !query_devices().gpus.empty()) {
+  if (o.gpu.device != "cpu" && !query_devices().gpus.empty()) {
     gpu = true;
     if (hbm_gbps <= 0) {
       auto probe = CudaBackend::create();
@@ -77,9 +76,7 @@ int run_latency_command(const LatencyCliOptions& o) {
   mo.load_format = *format;
   mo.weight_seed = o.seed;
   mo.block_size = o.block_size;
-  mo.device = o.device;
-  mo.gpu_memory_utilization = o.gpu_memory_utilization;
-  mo.enforce_eager = o.enforce_eager;
+  o.gpu.apply(mo);
   mo.cpu_batch_invariant = false;
   mo.load_tokenizer = false;
   mo.engine.scheduler.max_num_seqs = max_batch;
@@ -94,7 +91,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                o.model.c_str(), me->backend_name.c_str(), LLMEngine::now() - load_start,
                me->weights_description.c_str(), me->num_kv_blocks,
                static_cast<double>(me->kv_cache_bytes) / (1ull << 30),
-               gpu ? (o.enforce_eager ? ", eager" : ", CUDA graphs for decode") : "");
+               gpu ? (o.gpu.enforce_eager ? ", eager" : ", CUDA graphs for decode") : "");
   if (gpu) std::fprintf(stderr, "HBM copy bandwidth %.0f GB/s\n", hbm_gbps);
 
   bench::LatencyOptions lo;
@@ -108,8 +105,20 @@ int run_latency_command(const LatencyCliOptions& o) {
              "TPOT p50", "steady TPOT", "roofline", "ratio", "batch lat", "out tok/s",
              "graph/eager");
   for (int b : o.batch_sizes) {
+#ifdef LOCUS_HAS_CUDA
+    auto* cuda_ops =
+        me->runner != nullptr ? dynamic_cast<CudaBackend*>(&me->runner->ops()) : nullptr;
+    if (cuda_ops != nullptr) (void)cuda_ops->take_op_profile();  // drop what came before
+#endif
     auto r = bench::run_latency(*me, lo, b);
     if (!r) return fail(r.error());
+#ifdef LOCUS_HAS_CUDA
+    if (cuda_ops != nullptr) {
+      if (std::string table = cuda_ops->take_op_profile(); !table.empty()) {
+        std::fprintf(stderr, "batch %d: %s", b, table.c_str());
+      }
+    }
+#endif
     auto bytes = bench::decode_step_bytes(me->config, b, o.input_len + o.output_len / 2);
     if (!bytes) return fail(bytes.error());
     const double roof_s = gpu && hbm_gbps > 0 ? bytes->total() / (hbm_gbps * 1e9) : 0.0;
@@ -143,7 +152,9 @@ int run_latency_command(const LatencyCliOptions& o) {
                           {"load_format", o.load_format},
                           {"input_len", o.input_len},
                           {"output_len", o.output_len},
-                          {"enforce_eager", o.enforce_eager},
+                          {"enforce_eager", o.gpu.enforce_eager},
+                          {"attention_backend", me->attention_backend},
+                          {"moe_backend", me->moe_backend},
                           {"hbm_gbps", hbm_gbps},
                           {"results", results}};
     std::ofstream f(o.output_json);
@@ -165,11 +176,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
   cmd->add_option("model", o->model, "Model directory (config.json; weights unless dummy)")
       ->required();
   cmd->add_option("--load-format", o->load_format, "auto | safetensors | dummy");
-  cmd->add_option("--device", o->device, "auto | cuda | cpu")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
-  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Share of GPU memory")
-      ->check(CLI::Range(0.01, 1.0));
-  cmd->add_flag("--enforce-eager", o->enforce_eager, "No CUDA graphs");
+  o->gpu.add_to(cmd);
   cmd->add_option("--input-len", o->input_len, "Prompt tokens per request")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--output-len", o->output_len, "Generated tokens per request")

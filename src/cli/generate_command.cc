@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "engine/model_engine.h"
 #include "tokenizer/chat_template/chat_template.h"
 
@@ -35,8 +36,7 @@ struct GenerateOptions {
   int max_model_len = 0;
   int num_gpu_blocks_override = 0;
   double kv_cache_memory_gib = 4.0;
-  std::string device = "auto";
-  double gpu_memory_utilization = 0.9;
+  DeviceCliOptions gpu;
   bool enable_prefix_caching = true;
   uint64_t seed = 0;
   // Sampling; unset values fall back to generation_config.json, then vLLM's defaults.
@@ -112,8 +112,7 @@ int run_generate(const GenerateOptions& o) {
   mo.block_size = o.block_size;
   mo.load_tokenizer = !o.no_tokenizer;
   mo.cpu_batch_invariant = !o.cpu_openblas;
-  mo.device = o.device;
-  mo.gpu_memory_utilization = o.gpu_memory_utilization;
+  o.gpu.apply(mo);
   mo.cpu_threads = o.cpu_threads;
   mo.engine.scheduler.max_num_seqs = o.max_num_seqs;
   mo.engine.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -272,11 +271,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
                   "Prompt + output limit (default: the model's)");
   cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override,
                   "KV blocks (overrides the budget)");
-  cmd->add_option("--device", o->device, "auto | cuda | cpu (auto: a GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
-  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
-                  "Share of GPU memory to use (GPU backend)")
-      ->check(CLI::Range(0.01, 1.0));
+  o->gpu.add_to(cmd);
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory_gib, "CPU KV cache budget in GiB")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,

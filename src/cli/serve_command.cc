@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "core/logging.h"
 #include "engine/model_engine.h"
 #include "server/api_server.h"
@@ -34,9 +35,8 @@ struct ServeOptions {
   int block_size = 16;
   bool enable_prefix_caching = true;
   uint64_t seed = 0;
-  double gpu_memory_utilization = 0.9;
+  DeviceCliOptions gpu;
   double kv_cache_memory_gib = 4.0;
-  std::string device = "auto";
   int num_gpu_blocks_override = 0;
   int max_logprobs = 20;
   int max_waiting_requests = 4096;
@@ -76,8 +76,7 @@ int run_serve(const ServeOptions& o) {
   mo.weight_seed = o.seed;
   mo.block_size = o.block_size;
   mo.cpu_batch_invariant = !o.cpu_openblas;
-  mo.device = o.device;
-  mo.gpu_memory_utilization = o.gpu_memory_utilization;
+  o.gpu.apply(mo);
   mo.cpu_threads = o.cpu_threads;
   mo.engine.scheduler.max_num_seqs = o.max_num_seqs;
   mo.engine.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -97,11 +96,13 @@ int run_serve(const ServeOptions& o) {
     log::warn("no chat template ({}): /v1/chat/completions will refuse requests",
               t.error().message());
   }
-  log::info("{} ({}) on {}: {}; KV cache {} blocks of {} tokens ({:.1f} MiB); max_model_len {}",
-            o.model, architecture_name(me->config.architecture), me->backend_name,
-            me->weights_description, me->num_kv_blocks, o.block_size,
-            static_cast<double>(me->kv_cache_bytes) / (1 << 20),
-            me->engine->config().scheduler.max_model_len);
+  log::info(
+      "{} ({}) on {} (attention {}, MoE {}): {}; KV cache {} blocks of {} tokens ({:.1f} MiB); "
+      "max_model_len {}",
+      o.model, architecture_name(me->config.architecture), me->backend_name, me->attention_backend,
+      me->moe_backend, me->weights_description, me->num_kv_blocks, o.block_size,
+      static_cast<double>(me->kv_cache_bytes) / (1 << 20),
+      me->engine->config().scheduler.max_model_len);
 
   ApiServerOptions ao;
   ao.served_model_names = o.served_model_names;
@@ -166,12 +167,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
                 "Automatic prefix caching (default on)");
   cmd->add_option("--seed", o->seed, "Engine seed");
-  cmd->add_option(
-         "--gpu-memory-utilization", o->gpu_memory_utilization,
-         "Share of GPU memory to use (GPU backend; the CPU backend uses --kv-cache-memory)")
-      ->check(CLI::Range(0.01, 1.0));
-  cmd->add_option("--device", o->device, "auto | cuda | cpu (auto: a GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  o->gpu.add_to(cmd);
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory_gib, "CPU KV cache budget in GiB")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "KV blocks");

@@ -6,7 +6,20 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/counter_rng.h"
+
 namespace locus {
+namespace {
+
+// A draw the runner's device can make: nothing that needs the token history or logprobs.
+bool plain_draw(const Request& r) {
+  const SamplingParams& p = r.params;
+  return !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f &&
+         static_cast<int>(r.output_token_ids().size()) >= p.min_tokens;
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& config,
                                                          std::unique_ptr<ModelRunner> runner) {
@@ -84,6 +97,19 @@ Status EngineCore::step(std::vector<EngineCoreOutput>& outputs) {
   const int vocab = runner_->vocab_size();
   BuiltBatch& built = built_;
   build_model_input(scheduled, runner_->kv_cache_spec().block_size, built);
+  const size_t n = scheduled.scheduled.size();
+  ModelRunnerOutput& out = runner_output_;
+  out.sampled_token_ids.assign(n, -1);
+  out.logprobs.clear();
+  out.prompt_logprobs.clear();
+  if (try_device_sampling(scheduled, built)) {
+    LOCUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, runner_->execute_sampled(built.batch));
+    for (size_t k = 0; k < n; ++k) {
+      const int row = built.layout[k].sample_row;
+      if (row >= 0) out.sampled_token_ids[k] = tokens[static_cast<size_t>(row)];
+    }
+    return scheduler_->update_from_output(scheduled, out, outputs);
+  }
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, runner_->execute(built.batch));
   const auto num_rows = static_cast<int64_t>(built.batch.logits_indices.size());
   if (logits.dtype() != DType::kF32 || logits.ndim() != 2 || logits.size(0) != num_rows ||
@@ -97,11 +123,6 @@ Status EngineCore::step(std::vector<EngineCoreOutput>& outputs) {
                                   static_cast<size_t>(vocab));
   };
 
-  const size_t n = scheduled.scheduled.size();
-  ModelRunnerOutput& out = runner_output_;
-  out.sampled_token_ids.assign(n, -1);
-  out.logprobs.clear();
-  out.prompt_logprobs.clear();
   for (size_t k = 0; k < n; ++k) {
     const LogitsLayout& layout = built.layout[k];
     const Request& r = *scheduled.scheduled[k].request;
@@ -130,6 +151,38 @@ Status EngineCore::step(std::vector<EngineCoreOutput>& outputs) {
     }
   }
   return scheduler_->update_from_output(scheduled, out, outputs);
+}
+
+bool EngineCore::try_device_sampling(const SchedulerOutput& scheduled, BuiltBatch& built) {
+  built.batch.device_sampling.clear();
+  if (!runner_->supports_device_sampling() || built.batch.logits_indices.empty()) return false;
+  // All or nothing: a step with prompt logprobs, logprobs or history-dependent processors
+  // copies its logits to the host sampler (the device then only saves time on plain steps).
+  for (size_t k = 0; k < scheduled.scheduled.size(); ++k) {
+    const LogitsLayout& layout = built.layout[k];
+    if (layout.num_prompt_logprob_rows > 0) return false;
+    if (layout.sample_row >= 0 && !plain_draw(*scheduled.scheduled[k].request)) return false;
+  }
+  built.batch.device_sampling.resize(built.batch.logits_indices.size());
+  std::vector<bool> covered(built.batch.device_sampling.size(), false);
+  for (size_t k = 0; k < scheduled.scheduled.size(); ++k) {
+    const int row = built.layout[k].sample_row;
+    if (row < 0) continue;
+    const Request& r = *scheduled.scheduled[k].request;
+    SamplingRowParams& d = built.batch.device_sampling[static_cast<size_t>(row)];
+    d.temperature = r.params.temperature;
+    d.top_k = r.params.top_k;
+    d.top_p = r.params.top_p;
+    d.min_p = r.params.min_p;
+    // The same draw the host sampler would use: a request's tokens do not depend on the path.
+    d.u = counter_uniform(r.rng_stream, static_cast<uint64_t>(r.output_token_ids().size()));
+    covered[static_cast<size_t>(row)] = true;
+  }
+  if (std::find(covered.begin(), covered.end(), false) != covered.end()) {
+    built.batch.device_sampling.clear();  // a logits row nobody samples: keep the host path
+    return false;
+  }
+  return true;
 }
 
 }  // namespace locus

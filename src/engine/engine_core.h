@@ -50,6 +50,9 @@ class EngineCore {
  private:
   EngineCore(const EngineConfig& config, std::unique_ptr<ModelRunner> runner,
              std::unique_ptr<Scheduler> scheduler, int num_kv_blocks);
+  // Fills built.batch.device_sampling when the runner samples on its device and every logits
+  // row of the step is a plain draw; false leaves the step to the host sampler.
+  bool try_device_sampling(const SchedulerOutput& scheduled, BuiltBatch& built);
 
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;

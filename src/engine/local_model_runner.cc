@@ -81,6 +81,23 @@ Status LocalModelRunner::initialize_kv_cache(int num_blocks) {
 }
 
 Expected<Tensor> LocalModelRunner::execute(const ModelInputBatch& batch) {
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, run_step(batch));
+  return ops_->to_host(logits);
+}
+
+Expected<std::vector<int32_t>> LocalModelRunner::execute_sampled(const ModelInputBatch& batch) {
+  if (batch.device_sampling.size() != batch.logits_indices.size()) {
+    return invalid_argument(fmt::format("execute_sampled: {} sampling rows for {} logits rows",
+                                        batch.device_sampling.size(), batch.logits_indices.size()));
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, run_step(batch));
+  std::vector<int32_t> tokens(batch.device_sampling.size(), -1);
+  LOCUS_RETURN_IF_ERROR(ops_->sample_rows(logits, batch.device_sampling, tokens));
+  ++device_sampled_steps_;
+  return tokens;
+}
+
+Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch) {
   if (!cache_ready_) return internal_error("execute: the KV cache is not initialized");
   if (batch.block_size != spec_.block_size) {
     return invalid_argument(fmt::format("execute: batch block_size {} != the runner's {}",
@@ -97,10 +114,10 @@ Expected<Tensor> LocalModelRunner::execute(const ModelInputBatch& batch) {
   forward_.logits_indices = batch.logits_indices;
   if (graphs_ && graphs_->can_run(forward_)) {
     ++graph_steps_;
-    return graphs_->run(forward_);
+    return graphs_->run_on_device(forward_);
   }
   ++eager_steps_;
-  return model_->forward(forward_, cache_);
+  return model_->forward_on_device(forward_, cache_);
 }
 
 }  // namespace locus

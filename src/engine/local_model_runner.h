@@ -48,6 +48,8 @@ class LocalModelRunner final : public ModelRunner {
   const KVCacheSpec& kv_cache_spec() const override { return spec_; }
   Status initialize_kv_cache(int num_blocks) override;
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
+  bool supports_device_sampling() const override { return ops_->supports_sampling(); }
+  Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
 
   const Model& model() const { return *model_; }
   Ops& ops() const { return *ops_; }
@@ -61,8 +63,13 @@ class LocalModelRunner final : public ModelRunner {
   }
   int64_t graph_steps() const { return graph_steps_.load(); }
   int64_t eager_steps() const { return eager_steps_.load(); }
+  // Steps whose tokens were drawn on the backend (execute_sampled) rather than on the host.
+  int64_t device_sampled_steps() const { return device_sampled_steps_.load(); }
 
  private:
+  // The step's f32 logits on the backend's device (a graph replay or an eager forward).
+  Expected<Tensor> run_step(const ModelInputBatch& batch);
+
   LocalModelRunner(std::unique_ptr<Ops> ops, std::unique_ptr<Model> model, KVCacheSpec spec)
       : ops_(std::move(ops)), model_(std::move(model)), spec_(spec) {}
 
@@ -77,6 +84,7 @@ class LocalModelRunner final : public ModelRunner {
   std::unique_ptr<DecodeGraphs> graphs_;
   std::atomic<int64_t> graph_steps_{0};  // read by other threads (benchmarks)
   std::atomic<int64_t> eager_steps_{0};
+  std::atomic<int64_t> device_sampled_steps_{0};
 };
 
 }  // namespace locus

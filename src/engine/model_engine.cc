@@ -60,6 +60,26 @@ Expected<std::unique_ptr<Ops>> make_backend(const ModelEngineOptions& options) {
   return std::unique_ptr<Ops>(std::make_unique<CpuBackend>(cpu));
 }
 
+// The kernel family a --attention-backend / --moe-backend choice names, checked against the
+// device this run uses. Each device has one family per op today; the flag exists so scripts
+// written for vLLM keep working and an impossible choice fails loudly instead of silently.
+Expected<std::string> resolve_kernel_choice(std::string_view flag, const std::string& choice,
+                                            bool on_gpu, std::string_view gpu_family) {
+  const std::string picked = on_gpu ? std::string(gpu_family) : "cpu";
+  if (choice == "auto" || choice == picked) return picked;
+  if (choice == gpu_family) {
+    return unsupported(fmt::format(
+        "{} {} needs a GPU, but this run uses the CPU backend (--device cpu, no GPU found, or a "
+        "build without CUDA)",
+        flag, choice));
+  }
+  if (choice == "cpu") {
+    return unsupported(fmt::format(
+        "{} cpu: the CPU kernels run only with the CPU backend; add --device cpu", flag));
+  }
+  return invalid_argument(fmt::format("{} {}: choose auto, {} or cpu", flag, choice, gpu_family));
+}
+
 #ifdef LOCUS_HAS_CUDA
 // vLLM's profile run: one forward of the largest step the scheduler may build
 // (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache,
@@ -112,6 +132,12 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> backend, make_backend(options));
   out.backend_name = backend->name();
   out.on_gpu = !backend->device().is_cpu();
+  LOCUS_ASSIGN_OR_RETURN(out.attention_backend,
+                         resolve_kernel_choice("--attention-backend", options.attention_backend,
+                                               out.on_gpu, "cuda_paged"));
+  LOCUS_ASSIGN_OR_RETURN(
+      out.moe_backend,
+      resolve_kernel_choice("--moe-backend", options.moe_backend, out.on_gpu, "cuda_grouped"));
   LOCUS_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(options.model_dir, options.load_format,
                                                         *backend, options.weight_seed));
   out.config = loaded.config;
@@ -152,28 +178,34 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
                            profile_activation_peak(*gpu, *loaded.model, sched, options.block_size));
     const auto budget = static_cast<uint64_t>(options.gpu_memory_utilization *
                                               static_cast<double>(gpu->total_memory_bytes()));
-    // Other processes' memory counts against the budget too (vLLM does the same).
+    // vLLM's per-instance meaning: this process may use `budget` bytes, whatever other
+    // processes hold, so two servers at 0.45 share one GPU; the budget must be free to take.
     const uint64_t ours = gpu->memory_stats().reserved_bytes + gpu->weight_memory_bytes();
-    const uint64_t others = gpu->total_memory_bytes() - gpu->free_memory_bytes() -
-                            std::min(ours, gpu->total_memory_bytes() - gpu->free_memory_bytes());
-    const uint64_t used = out.weight_bytes + out.activation_peak_bytes + others;
+    const uint64_t available = gpu->free_memory_bytes() + ours;
+    if (available < budget) {
+      return resource_exhausted(fmt::format(
+          "--gpu-memory-utilization {:.2f} asks for {:.2f} GiB of {}, but only {:.2f} GiB are "
+          "free (other processes hold {:.2f} GiB); lower --gpu-memory-utilization",
+          options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30),
+          out.backend_name, static_cast<double>(available) / (1ull << 30),
+          static_cast<double>(gpu->total_memory_bytes() - available) / (1ull << 30)));
+    }
+    const uint64_t used = out.weight_bytes + out.activation_peak_bytes;
     if (used >= budget) {
       return resource_exhausted(fmt::format(
           "--gpu-memory-utilization {:.2f} ({:.2f} GiB) leaves nothing for the KV cache: weights "
-          "{:.2f} GiB + profiled activations {:.2f} GiB + other processes {:.2f} GiB",
+          "{:.2f} GiB + profiled activations {:.2f} GiB",
           options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30),
           static_cast<double>(out.weight_bytes) / (1ull << 30),
-          static_cast<double>(out.activation_peak_bytes) / (1ull << 30),
-          static_cast<double>(others) / (1ull << 30)));
+          static_cast<double>(out.activation_peak_bytes) / (1ull << 30)));
     }
     config.kv_cache_memory_bytes = static_cast<int64_t>(budget - used);
     log::info(
         "GPU memory plan on {}: budget {:.2f} GiB = weights {:.2f} + activations {:.2f} + "
-        "other processes {:.2f} + KV cache up to {:.2f} GiB",
+        "KV cache up to {:.2f} GiB",
         out.backend_name, static_cast<double>(budget) / (1ull << 30),
         static_cast<double>(out.weight_bytes) / (1ull << 30),
         static_cast<double>(out.activation_peak_bytes) / (1ull << 30),
-        static_cast<double>(others) / (1ull << 30),
         static_cast<double>(budget - used) / (1ull << 30));
   }
 #endif

@@ -36,6 +36,12 @@ struct ModelEngineOptions {
   double gpu_memory_utilization = 0.9;
   // GPU: run every step eagerly (no CUDA graphs), vLLM's --enforce-eager.
   bool enforce_eager = false;
+  // Kernel families (vLLM's --attention-backend, SGLang's --moe-runner-backend): "auto" picks
+  // the fastest the device has; an explicit name the device cannot run is an error saying why.
+  // attention: cuda_paged (GPU: paged FlashAttention-style prefill + split-KV decode) | cpu.
+  // moe: cuda_grouped (GPU: device-side align + grouped tensor-core expert GEMMs) | cpu.
+  std::string attention_backend = "auto";
+  std::string moe_backend = "auto";
   // Largest decode batch replayed from a CUDA graph (vLLM's max_cudagraph_capture_size);
   // 0 = min(max_num_seqs, 512).
   int max_cudagraph_capture_size = 0;
@@ -51,6 +57,8 @@ struct ModelEngine {
   GenerationConfig generation;
   std::optional<Tokenizer> tokenizer;
   std::string backend_name;
+  std::string attention_backend;  // the resolved --attention-backend / --moe-backend
+  std::string moe_backend;
   bool on_gpu = false;
   // GPU memory plan (bytes), reported at startup: weights, the profiled step's activation peak,
   // and the KV cache; zero on the CPU.

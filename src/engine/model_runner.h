@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "kv/kv_cache_spec.h"
@@ -31,6 +32,8 @@ struct ModelInputBatch {
   // Flat token indices whose logits are wanted, ascending: the last token of each request that
   // samples, and every prompt position of requests that asked for prompt logprobs.
   std::vector<int32_t> logits_indices;
+  // For execute_sampled: how to draw row i of the logits (one entry per logits_indices entry).
+  std::vector<SamplingRowParams> device_sampling;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
 };
@@ -49,6 +52,15 @@ class ModelRunner {
   // Runs the forward for one step: writes the new tokens' KV at slot_mapping, attends over each
   // request's blocks, and returns f32 logits [logits_indices.size(), vocab_size] on the host.
   virtual Expected<Tensor> execute(const ModelInputBatch& batch) = 0;
+
+  // Runners that can sample where the logits are (the GPU): execute_sampled runs the same step
+  // and draws row i with batch.device_sampling[i], returning one token per row; the logits
+  // never reach the host. The engine uses it for steps whose every row is a plain draw.
+  virtual bool supports_device_sampling() const { return false; }
+  virtual Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) {
+    (void)batch;
+    return unsupported("this model runner does not sample on its device");
+  }
 };
 
 }  // namespace locus

@@ -95,7 +95,7 @@ bool DecodeGraphs::can_run(const ForwardBatch& batch) const {
   return true;
 }
 
-Expected<Tensor> DecodeGraphs::run(const ForwardBatch& batch) {
+Expected<Tensor> DecodeGraphs::run_on_device(const ForwardBatch& batch) {
   if (!can_run(batch)) return invalid_argument("decode graphs: not a decode batch that fits");
   LOCUS_RETURN_IF_ERROR(validate_forward_batch(batch, cache_.num_blocks));
   const int n = batch.num_seqs();
@@ -147,7 +147,6 @@ Expected<Tensor> DecodeGraphs::run(const ForwardBatch& batch) {
     // capture the same body; the eager run's results are what this step returns.
     const DeviceBatch inputs = view_for(b, bound);
     LOCUS_ASSIGN_OR_RETURN(Tensor eager, model_.forward_device(inputs, cache_));
-    LOCUS_ASSIGN_OR_RETURN(Tensor host, ops.to_host(eager));
     Captured c;
     auto graph = ops.capture_graph([&]() -> Status {
       LOCUS_ASSIGN_OR_RETURN(c.logits, model_.forward_device(inputs, cache_));
@@ -157,13 +156,15 @@ Expected<Tensor> DecodeGraphs::run(const ForwardBatch& batch) {
     c.graph = std::move(*graph);
     log::debug("captured a decode graph for batch {} and context <= {}", b, bound);
     graphs_.emplace(key, std::move(c));
-    LOCUS_ASSIGN_OR_RETURN(Tensor rows, host.slice(0, 0, n));
-    return rows;
+    return eager.slice(0, 0, n);
   }
   LOCUS_RETURN_IF_ERROR(it->second.graph->replay());
-  LOCUS_ASSIGN_OR_RETURN(Tensor host, ops.to_host(it->second.logits));
-  LOCUS_ASSIGN_OR_RETURN(Tensor rows, host.slice(0, 0, n));
-  return rows;
+  return it->second.logits.slice(0, 0, n);
+}
+
+Expected<Tensor> DecodeGraphs::run(const ForwardBatch& batch) {
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, run_on_device(batch));
+  return model_.ops().to_host(logits);
 }
 
 }  // namespace locus

@@ -42,6 +42,9 @@ class DecodeGraphs {
   bool can_run(const ForwardBatch& batch) const;
   // Host f32 logits [num_seqs, vocab], as Model::forward would return.
   Expected<Tensor> run(const ForwardBatch& batch);
+  // Same, leaving the logits on the device: rows [0, num_seqs) of the graph's output buffer,
+  // valid until the next run.
+  Expected<Tensor> run_on_device(const ForwardBatch& batch);
   int num_captured() const { return static_cast<int>(graphs_.size()); }
 
  private:

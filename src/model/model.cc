@@ -140,6 +140,11 @@ Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x,
 }
 
 Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, forward_on_device(batch, cache));
+  return ops_.to_host(logits);
+}
+
+Expected<Tensor> Model::forward_on_device(const ForwardBatch& batch, KvCache& cache) {
   if (batch.num_tokens() == 0) return invalid_argument("forward: the batch has no tokens");
   if (batch.block_size != cache.block_size ||
       static_cast<int64_t>(cache.layers.size()) != config_.num_hidden_layers) {
@@ -150,8 +155,7 @@ Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
   }
   LOCUS_RETURN_IF_ERROR(validate_forward_batch(batch, cache.num_blocks));
   LOCUS_ASSIGN_OR_RETURN(DeviceBatch device, upload_forward_batch(ops_, batch));
-  LOCUS_ASSIGN_OR_RETURN(Tensor logits, forward_device(device, cache));
-  return ops_.to_host(logits);
+  return forward_device(device, cache);
 }
 
 Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache) {

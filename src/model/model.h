@@ -40,6 +40,9 @@ class Model {
   // returns f32 logits [batch.logits_indices.size(), vocab] in host memory, row i for flat token
   // logits_indices[i].
   Expected<Tensor> forward(const ForwardBatch& batch, KvCache& cache);
+  // forward() without the copy to the host: the f32 logits stay on the device (for sampling
+  // there).
+  Expected<Tensor> forward_on_device(const ForwardBatch& batch, KvCache& cache);
   // The same on arrays already on the backend (no validation, no host synchronization): returns
   // f32 logits [batch.logits_indices.numel(), vocab] on the device. What a captured graph runs.
   Expected<Tensor> forward_device(const DeviceBatch& batch, KvCache& cache);

@@ -6,12 +6,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+let deviceArg = null;
+
 export function parseArgs(argv) {
   const args = {};
   for (let i = 2; i < argv.length; i += 2) args[argv[i].replace(/^--/, '')] = argv[i + 1];
   for (const need of ['locus', 'fixtures', 'tokenizer']) {
     if (!args[need]) throw new Error(`missing --${need}`);
   }
+  deviceArg = args.device ?? null;
   return args;
 }
 
@@ -37,8 +40,13 @@ export function makeModelDir(args) {
 
 // Starts `locus serve` and resolves once it prints its address.
 export function startServer(locus, modelDir, extraArgs = []) {
+  // --device in the test's own arguments (e.g. cuda on the GPU machine) reaches every server;
+  // on a GPU each takes a third of its memory, so the test's two servers fit side by side.
+  const device = deviceArg ? ['--device', deviceArg] : [];
+  if (deviceArg === 'cuda') device.push('--gpu-memory-utilization', '0.3');
   const child = spawn(locus, ['serve', modelDir, '--load-format', 'dummy', '--host', '127.0.0.1',
-                              '--port', '0', '--served-model-name', 'tiny', ...extraArgs],
+                              '--port', '0', '--served-model-name', 'tiny', ...device,
+                              ...extraArgs],
                       { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });

@@ -331,6 +331,61 @@ TEST_F(CudaOps, MoeRouteAndExperts) {
   expect_close(down(got), to_floats(want), "moe_experts");
 }
 
+// Decode-sized linears take the GEMV kernels (<= 8 rows): every row count, output widths that
+// are not a multiple of the 16 rows a CTA covers, f32 output (the router), strided input.
+TEST_F(CudaOps, SmallBatchGemvLinears) {
+  for (auto [k, n] : {std::pair{2048, 512}, {4096, 2048}, {768, 130}, {2048, 128}}) {
+    for (int m = 1; m <= 8; ++m) {
+      Tensor wide = bf16_exact(random_f32({m, k + 16}, 4000 + m));
+      Tensor x = wide.slice(1, 16, 16 + k).value();
+      LinearWeight w;
+      w.weight = bf16_exact(random_f32({n, k}, 5000 + n, -0.05f, 0.05f));
+      Tensor want = Tensor::empty({m, n}, DType::kF32).value();
+      ASSERT_TRUE(cpu_.linear(x, cpu_.prepare_linear(w).value(), want).is_ok());
+      LinearWeight gw = gpu_->prepare_linear(w).value();
+      Tensor gx = up(wide).slice(1, 16, 16 + k).value();
+      Tensor got = out_bf16({m, n});
+      ASSERT_TRUE(gpu_->linear(gx, gw, got).is_ok());
+      expect_close(down(got), to_floats(want), "gemv bf16 out");
+      Tensor got32 = gpu_->empty({m, n}, DType::kF32).value();
+      ASSERT_TRUE(gpu_->linear(gx, gw, got32).is_ok());
+      expect_close(down(got32), to_floats(want), "gemv f32 out");
+    }
+  }
+}
+
+// A few tokens' routed experts take the GEMV path (<= 32 token-expert pairs), including pairs
+// that share an expert.
+TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
+  const int64_t e = 16, k = 8, hidden = 256, inter = 96;
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  for (int64_t i = 0; i < e; ++i) {
+    ExpertWeights w;
+    w.gate.weight = bf16_exact(random_f32({inter, hidden}, 600 + i, -0.1f, 0.1f));
+    w.up.weight = bf16_exact(random_f32({inter, hidden}, 700 + i, -0.1f, 0.1f));
+    w.down.weight = bf16_exact(random_f32({hidden, inter}, 800 + i, -0.1f, 0.1f));
+    cpu_experts.push_back({cpu_.prepare_linear(w.gate).value(), cpu_.prepare_linear(w.up).value(),
+                           cpu_.prepare_linear(w.down).value()});
+    gpu_experts.push_back({gpu_->prepare_linear(w.gate).value(), gpu_->prepare_linear(w.up).value(),
+                           gpu_->prepare_linear(w.down).value()});
+  }
+  for (int64_t t = 1; t <= 4; ++t) {
+    Tensor logits = random_f32({t, e}, 900 + t, -3.0f, 3.0f);
+    MoeRouting r;
+    r.top_k = k;
+    r.renormalize = true;
+    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
+    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+    Tensor x = bf16_exact(random_f32({t, hidden}, 950 + t));
+    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
+    Tensor got = out_bf16({t, hidden});
+    ASSERT_TRUE(gpu_->moe_experts(up(x), up_raw(ids), up_raw(wts), gpu_experts, got).is_ok());
+    expect_close(down(got), to_floats(want), "moe_experts (gemv)");
+  }
+}
+
 #endif
 
 }  // namespace

@@ -175,3 +175,83 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineInvariance, ::testing::Values("qwen3-mo
 
 }  // namespace
 }  // namespace locus
+
+namespace locus {
+namespace {
+
+// Plain draws go through the runner's sample_rows (the device path); asking for logprobs sends
+// the same step to the host sampler. Both must give the same tokens for the same seed: a
+// request's output cannot depend on which path sampled it.
+TEST(EngineDeviceSampling, SameTokensAsTheHostSampler) {
+  EngineSetup setup;
+  ModelEngine me = open("qwen3-moe", setup);
+  ASSERT_TRUE(me.runner->supports_device_sampling());
+  std::vector<int32_t> probe;
+  auto prompts = workload(static_cast<int>(me.config.vocab_size), probe);
+  prompts.resize(6);
+  for (int variant = 0; variant < 3; ++variant) {
+    SamplingParams p;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    p.seed = 100 + variant;
+    p.temperature = variant == 0 ? 1.0f : 0.7f;
+    if (variant == 1) {
+      p.top_k = 20;
+      p.top_p = 0.9f;
+    }
+    if (variant == 2) p.min_p = 0.05f;
+    const int64_t before = me.runner->device_sampled_steps();
+    auto device = me.engine->generate(prompts, p);
+    ASSERT_TRUE(device.has_value()) << device.status().to_string();
+    const int64_t after = me.runner->device_sampled_steps();
+    EXPECT_GE(after - before, 11);  // every decode step sampled on the backend
+    SamplingParams with_logprobs = p;
+    with_logprobs.logprobs = 1;
+    auto host = me.engine->generate(prompts, with_logprobs);
+    ASSERT_TRUE(host.has_value()) << host.status().to_string();
+    EXPECT_EQ(me.runner->device_sampled_steps(), after);  // logprobs: the host sampler only
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ((*device)[i].completions[0].token_ids, (*host)[i].completions[0].token_ids)
+          << "variant " << variant << " prompt " << i;
+    }
+  }
+}
+
+// --attention-backend / --moe-backend: auto resolves to the device's family; an explicit choice
+// the device cannot run fails with a message naming the flag, before any weights load.
+TEST(EngineKernelChoice, ResolvesAndRejects) {
+  auto options = [](std::string attention, std::string moe) {
+    ModelEngineOptions o;
+    o.model_dir = model_dir("qwen3-moe");
+    o.load_tokenizer = false;
+    o.cpu_threads = 1;
+    o.device = "cpu";
+    o.engine.scheduler.max_model_len = 64;
+    o.engine.num_kv_blocks = 64;
+    o.attention_backend = std::move(attention);
+    o.moe_backend = std::move(moe);
+    return o;
+  };
+  auto me = open_model_engine(options("auto", "cpu"));
+  ASSERT_TRUE(me.has_value()) << me.status().to_string();
+  EXPECT_EQ(me->attention_backend, "cpu");
+  EXPECT_EQ(me->moe_backend, "cpu");
+
+  auto gpu_only = open_model_engine(options("auto", "cuda_grouped"));
+  ASSERT_FALSE(gpu_only.has_value());
+  EXPECT_EQ(gpu_only.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(gpu_only.status().message().find("--moe-backend cuda_grouped needs a GPU"),
+            std::string::npos)
+      << gpu_only.status().message();
+
+  auto unknown = open_model_engine(options("flashinfer", "auto"));
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("--attention-backend flashinfer: choose auto, "
+                                            "cuda_paged or cpu"),
+            std::string::npos)
+      << unknown.status().message();
+}
+
+}  // namespace
+}  // namespace locus

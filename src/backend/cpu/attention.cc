@@ -85,8 +85,10 @@ void softmax_in_place(std::vector<double>& scores) {
 
 }  // namespace cpu
 
-Status CpuBackend::do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
-                                     Tensor& k_cache, Tensor& v_cache) {
+Status CpuBackend::do_write_kv_cache(const Tensor& k_in, const Tensor& v_in,
+                                     const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache) {
+  const Tensor k = act(k_in);
+  const Tensor v = act(v_in);
   const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
   LOCUS_RETURN_IF_ERROR(cpu::check_slots(slot_mapping, num_slots, "write_kv_cache"));
   const int64_t heads = k.size(1);
@@ -106,9 +108,10 @@ Status CpuBackend::do_write_kv_cache(const Tensor& k, const Tensor& v, const Ten
   return Status::ok();
 }
 
-Status CpuBackend::do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                      const AttentionMetadata& metadata,
+Status CpuBackend::do_paged_attention(const Tensor& q_in, const Tensor& k_cache,
+                                      const Tensor& v_cache, const AttentionMetadata& metadata,
                                       const AttentionParams& params, Tensor& out) {
+  const Tensor q = act(q_in);
   LOCUS_ASSIGN_OR_RETURN(auto spans,
                          cpu::resolve_sequences(metadata, k_cache.size(0), "paged_attention"));
   const int64_t q_heads = q.size(1);

@@ -104,7 +104,8 @@ Expected<Tensor> CpuBackend::do_prepare_weight(const Tensor& host) {
   return out;
 }
 
-Status CpuBackend::do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
+Status CpuBackend::do_linear(const Tensor& x_in, const LinearWeight& w, Tensor& out) {
+  const Tensor x = act(x_in);
   const int64_t rows = x.size(0);
   if (x.dtype() == DType::kF32) {
     return cpu::linear_rows(context(), x.data<float>(), x.stride(0), rows, w, out.data<float>());

@@ -25,6 +25,11 @@ struct CpuBackendOptions {
   int num_threads = 0;
   // Weight budget; 0 = 80% of physical memory.
   uint64_t weight_memory_budget_bytes = 0;
+  // Emulates the CUDA backend's numerics: every activation an op reads is first rounded to bf16
+  // (what the GPU stores), while accumulation stays f32 and router logits stay f32 (the GPU
+  // writes them in f32). Tests use it to tell format effects (routing flips on near-ties) from
+  // kernel bugs.
+  bool bf16_activations = false;
 };
 
 class CpuBackend final : public Ops {
@@ -40,6 +45,12 @@ class CpuBackend final : public Ops {
   uint64_t prepared_weight_bytes(DType dtype, int64_t numel) const override;
 
   const CpuBackendOptions& options() const { return options_; }
+
+  // The sampler's own logits processors, so engine paths that sample "on the device" run (and
+  // are tested) on the CPU too, with results identical to the host sampler.
+  bool supports_sampling() const override { return true; }
+  Status sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                     std::span<int32_t> tokens) override;
 
  protected:
   Expected<Tensor> do_empty(const Dims& shape, DType dtype) override;
@@ -75,6 +86,10 @@ class CpuBackend final : public Ops {
 
  private:
   cpu::Context context() { return {options_.gemm_engine, pool_.get()}; }
+  // With bf16_activations: a copy of `t` rounded to bf16 values (else `t`), and the in-place form
+  // for the ops that update their input.
+  Tensor act(const Tensor& t) const;
+  void round_act_in_place(Tensor& t) const;
 
   CpuBackendOptions options_;
   uint64_t weight_budget_ = 0;

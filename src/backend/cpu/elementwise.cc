@@ -43,7 +43,8 @@ Status CpuBackend::do_embedding(const Tensor& table, const Tensor& token_ids, Te
   return Status::ok();
 }
 
-Status CpuBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+Status CpuBackend::do_rms_norm(const Tensor& x_in, const Tensor& weight, float eps, Tensor& out) {
+  const Tensor x = act(x_in);
   const int64_t n = x.size(-1);
   float* dst = out.data<float>();
   cpu::for_each_row<float>(x, [&](int64_t row, const float* src) {
@@ -52,8 +53,10 @@ Status CpuBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps,
   return Status::ok();
 }
 
-Status CpuBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight,
+Status CpuBackend::do_add_rms_norm(Tensor& residual, const Tensor& x_in, const Tensor& weight,
                                    float eps, Tensor& out) {
+  round_act_in_place(residual);
+  const Tensor x = act(x_in);
   const int64_t n = residual.size(1);
   float* r = residual.data<float>();
   const float* a = x.data<float>();
@@ -70,6 +73,7 @@ Status CpuBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Tens
 // DeepSeek's transformers code de-interleaves q and k before a neox rotation, which permutes both
 // the same way and leaves q.k unchanged.
 Status CpuBackend::do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  round_act_in_place(x);
   const int64_t tokens = x.size(0);
   const int64_t heads = x.size(1);
   const int64_t half = params.rotary_dim() / 2;
@@ -105,7 +109,9 @@ Status CpuBackend::do_rope(Tensor& x, const Tensor& positions, const RopeParams&
   return Status::ok();
 }
 
-Status CpuBackend::do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+Status CpuBackend::do_silu_and_mul(const Tensor& gate_in, const Tensor& up_in, Tensor& out) {
+  const Tensor gate = act(gate_in);
+  const Tensor up = act(up_in);
   const int64_t n = gate.size(1);
   for (int64_t t = 0; t < gate.size(0); ++t) {
     const float* g = gate.data<float>() + t * gate.stride(0);
@@ -120,7 +126,9 @@ Status CpuBackend::do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor&
   return Status::ok();
 }
 
-Status CpuBackend::do_add(const Tensor& a, const Tensor& b, Tensor& out) {
+Status CpuBackend::do_add(const Tensor& a_in, const Tensor& b_in, Tensor& out) {
+  const Tensor a = act(a_in);
+  const Tensor b = act(b_in);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* po = out.data<float>();
@@ -129,7 +137,8 @@ Status CpuBackend::do_add(const Tensor& a, const Tensor& b, Tensor& out) {
   return Status::ok();
 }
 
-Status CpuBackend::do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
+Status CpuBackend::do_gather_rows(const Tensor& x_in, const Tensor& indices, Tensor& out) {
+  const Tensor x = act(x_in);
   const int64_t rows = x.size(0);
   const int64_t n = x.size(1);
   const int32_t* idx = indices.data<int32_t>();

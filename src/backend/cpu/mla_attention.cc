@@ -19,8 +19,10 @@
 
 namespace locus {
 
-Status CpuBackend::do_write_mla_cache(const Tensor& latent, const Tensor& k_pe,
+Status CpuBackend::do_write_mla_cache(const Tensor& latent_in, const Tensor& k_pe_in,
                                       const Tensor& slot_mapping, Tensor& cache) {
+  const Tensor latent = act(latent_in);
+  const Tensor k_pe = act(k_pe_in);
   const int64_t num_slots = cache.size(0) * cache.size(1);
   LOCUS_RETURN_IF_ERROR(cpu::check_slots(slot_mapping, num_slots, "write_mla_cache"));
   const int64_t rank = latent.size(1);
@@ -37,10 +39,11 @@ Status CpuBackend::do_write_mla_cache(const Tensor& latent, const Tensor& k_pe,
   return Status::ok();
 }
 
-Status CpuBackend::do_mla_attention(const Tensor& q, const Tensor& cache,
+Status CpuBackend::do_mla_attention(const Tensor& q_in, const Tensor& cache,
                                     const LinearWeight& kv_b_proj,
                                     const AttentionMetadata& metadata, const MlaParams& params,
                                     Tensor& out) {
+  const Tensor q = act(q_in);
   LOCUS_ASSIGN_OR_RETURN(auto spans,
                          cpu::resolve_sequences(metadata, cache.size(0), "mla_attention"));
   const int64_t heads = q.size(1);

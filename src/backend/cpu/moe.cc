@@ -113,9 +113,10 @@ Status CpuBackend::do_moe_route(const Tensor& router_logits, const Tensor& corre
   return Status::ok();
 }
 
-Status CpuBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
+Status CpuBackend::do_moe_experts(const Tensor& x_in, const Tensor& topk_ids,
                                   const Tensor& topk_weights,
                                   std::span<const ExpertWeights> experts, Tensor& out) {
+  const Tensor x = act(x_in);
   const int64_t tokens = x.size(0);
   const int64_t hidden = x.size(1);
   const int64_t k = topk_ids.size(1);

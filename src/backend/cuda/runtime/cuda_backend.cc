@@ -3,27 +3,24 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/kernels/attention/attention_launch.h"
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/kernels/moe/moe_launch.h"
+#include "backend/cuda/runtime/cuda_status.h"
 #include "core/convert.h"
 
 namespace locus {
 namespace {
 
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;
-
-Status cuda_status(const char* what, cudaError_t err) {
-  if (err == cudaSuccess) return Status::ok();
-  return internal_error(
-      fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
-}
-
-#define LOCUS_CUDA_OK(what, call) LOCUS_RETURN_IF_ERROR(cuda_status(what, (call)))
+// Widest linear the GEMV path takes (above it: the vocabulary projection, on cuBLASLt).
+constexpr int64_t kGemvMaxColumns = 32768;
 
 bool on_cuda(const Tensor& t) {
   return t.defined() && t.device().type == DeviceType::kCuda;
@@ -76,6 +73,8 @@ CudaGraph::~CudaGraph() {
 }
 
 Status CudaGraph::replay() {
+  auto timer = profiler_ != nullptr ? cuda::OpProfiler::Scope(profiler_, "cuda graph replay")
+                                    : cuda::OpProfiler::Scope();
   return cuda_status("cudaGraphLaunch", cudaGraphLaunch(exec_, stream_));
 }
 
@@ -113,10 +112,38 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   LOCUS_ASSIGN_OR_RETURN(
       b->gemm_,
       cuda::CublasGemm::create(b->stream_, b->gemm_workspace_.raw_data(), kGemmWorkspaceBytes));
+  if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
+    b->options_.small_batch_gemv = false;
+  }
+  if (const char* env = std::getenv("LOCUS_CUDA_OP_PROFILE"); env != nullptr && env[0] == '1') {
+    b->profiler_ = std::make_unique<cuda::OpProfiler>(b->stream_);
+  }
   return b;
 }
 
+cuda::OpProfiler::Scope CudaBackend::profile(const char* op, int64_t rows, int64_t cols) {
+  if (!profiler_) return {};
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream_, &capturing);
+  if (capturing != cudaStreamCaptureStatusNone) return {};
+  // Rows bucketed to powers of two so decode and prefill steps report apart.
+  int64_t bucket = 1;
+  while (bucket < rows)
+    bucket *= 2;
+  return {profiler_.get(), cols > 0 ? fmt::format("{} [T<={}, N={}]", op, bucket, cols)
+                                    : fmt::format("{} [T<={}]", op, bucket)};
+}
+
+std::string CudaBackend::take_op_profile() {
+  if (!profiler_) return {};
+  profiler_->collect();
+  std::string out = profiler_->report();
+  profiler_->clear();
+  return out;
+}
+
 CudaBackend::~CudaBackend() {
+  profiler_.reset();
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   gemm_.reset();
   rope_tables_.clear();
@@ -151,6 +178,7 @@ uint64_t CudaBackend::prepared_weight_bytes(DType dtype, int64_t numel) const {
 }
 
 Status CudaBackend::synchronize() {
+  if (profiler_) profiler_->collect();
   return cuda_status("cudaStreamSynchronize", cudaStreamSynchronize(stream_));
 }
 
@@ -172,7 +200,8 @@ Expected<std::unique_ptr<Ops::Graph>> CudaBackend::capture_graph(
     cudaGraphDestroy(graph);
     return cuda_status("cudaGraphInstantiate", inst);
   }
-  return std::unique_ptr<Ops::Graph>(std::make_unique<CudaGraph>(graph, exec, stream_));
+  return std::unique_ptr<Ops::Graph>(
+      std::make_unique<CudaGraph>(graph, exec, stream_, profiler_.get()));
 }
 
 Expected<double> CudaBackend::measure_copy_bandwidth(size_t bytes) {
@@ -349,6 +378,7 @@ Expected<LinearWeight> CudaBackend::ensure_prepared(const LinearWeight& w) {
 // ---- compute ---------------------------------------------------------------------------------
 
 Status CudaBackend::do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) {
+  auto timer = profile("embedding", token_ids.numel());
   LOCUS_RETURN_IF_ERROR(need_bf16("embedding", "out", out));
   LOCUS_ASSIGN_OR_RETURN(Tensor t, ensure_device(table, DType::kBF16));
   LOCUS_ASSIGN_OR_RETURN(Tensor ids, ensure_device(token_ids, DType::kI32));
@@ -358,6 +388,7 @@ Status CudaBackend::do_embedding(const Tensor& table, const Tensor& token_ids, T
 }
 
 Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tensor& out) {
+  auto timer = profile("linear", x_in.size(0), w_in.out_features());
   LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(w_in));
   Tensor x = x_in;
   if (x.dtype() != DType::kBF16 || !on_cuda(x)) {
@@ -367,8 +398,19 @@ Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tens
   const bool y_f32 = out.dtype() == DType::kF32;
   if (!y_f32) LOCUS_RETURN_IF_ERROR(need_bf16("linear", "out", out));
   const int64_t m = x.size(0), k = x.size(1), n = w.out_features();
-  LOCUS_RETURN_IF_ERROR(gemm_->linear(x.raw_data(), x.stride(0), w.weight.raw_data(),
-                                      out.raw_data(), y_f32, m, n, k));
+  // Decode rows: a warp per output row streams the weights near the memory roofline, where
+  // cuBLASLt's small-M kernels reach a fraction of it. The vocabulary projection stays on
+  // cuBLASLt, which already streams it at full bandwidth.
+  if (options_.small_batch_gemv && n <= kGemvMaxColumns && x.stride(0) % 8 == 0 &&
+      cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k))) {
+    LOCUS_RETURN_IF_ERROR(cuda_status(
+        "linear (gemv)",
+        cuda::launch_gemv(x.raw_data(), x.stride(0), w.weight.raw_data(), out.raw_data(), y_f32,
+                          static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), stream_)));
+  } else {
+    LOCUS_RETURN_IF_ERROR(gemm_->linear(x.raw_data(), x.stride(0), w.weight.raw_data(),
+                                        out.raw_data(), y_f32, m, n, k));
+  }
   if (w.bias.defined()) {
     LOCUS_RETURN_IF_ERROR(cuda_status(
         "linear bias",
@@ -378,6 +420,7 @@ Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tens
 }
 
 Status CudaBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  auto timer = profile("rms_norm", x.numel() / x.size(-1), x.size(-1));
   LOCUS_RETURN_IF_ERROR(need_bf16("rms_norm", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("rms_norm", "out", out));
   if (x.ndim() > 3) return unsupported("rms_norm on cuda: x must have at most 3 dims");
@@ -388,6 +431,7 @@ Status CudaBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps
 
 Status CudaBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight,
                                     float eps, Tensor& out) {
+  auto timer = profile("add_rms_norm", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "residual", residual));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "out", out));
@@ -398,6 +442,7 @@ Status CudaBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Ten
 }
 
 Status CudaBackend::do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  auto timer = profile("rope", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("rope", "x", x));
   LOCUS_ASSIGN_OR_RETURN(Tensor pos, ensure_device(positions, DType::kI32));
   std::vector<uint64_t> bytes((params.inv_freq.nbytes() + 7) / 8, 0);
@@ -412,6 +457,7 @@ Status CudaBackend::do_rope(Tensor& x, const Tensor& positions, const RopeParams
 }
 
 Status CudaBackend::do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  auto timer = profile("silu_and_mul", gate.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("silu_and_mul", "gate", gate));
   LOCUS_RETURN_IF_ERROR(need_bf16("silu_and_mul", "up", up));
   return cuda_status(
@@ -421,6 +467,7 @@ Status CudaBackend::do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor
 }
 
 Status CudaBackend::do_add(const Tensor& a, const Tensor& b, Tensor& out) {
+  auto timer = profile("add", a.size(0));
   if (!on_cuda(a) || !on_cuda(b) || !on_cuda(out)) {
     return invalid_argument("add on cuda: every tensor must be on the GPU");
   }
@@ -433,6 +480,7 @@ Status CudaBackend::do_add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 Status CudaBackend::do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
+  auto timer = profile("gather_rows", indices.numel());
   if (!on_cuda(x) || !on_cuda(out)) return invalid_argument("gather_rows on cuda: not on GPU");
   LOCUS_ASSIGN_OR_RETURN(Tensor idx, ensure_device(indices, DType::kI32));
   return cuda_status("gather_rows", cuda::launch_gather_rows(
@@ -442,6 +490,7 @@ Status CudaBackend::do_gather_rows(const Tensor& x, const Tensor& indices, Tenso
 
 Status CudaBackend::do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                       Tensor& k_cache, Tensor& v_cache) {
+  auto timer = profile("write_kv_cache", k.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_kv_cache", "k", k));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_kv_cache", "v", v));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_kv_cache", "k_cache", k_cache));
@@ -536,6 +585,7 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
 Status CudaBackend::do_paged_attention(const Tensor& q, const Tensor& k_cache,
                                        const Tensor& v_cache, const AttentionMetadata& metadata,
                                        const AttentionParams& params, Tensor& out) {
+  auto timer = profile("paged_attention", q.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("paged_attention", "q", q));
   LOCUS_RETURN_IF_ERROR(need_bf16("paged_attention", "k_cache", k_cache));
   LOCUS_RETURN_IF_ERROR(need_bf16("paged_attention", "v_cache", v_cache));
@@ -548,6 +598,7 @@ Status CudaBackend::do_paged_attention(const Tensor& q, const Tensor& k_cache,
 
 Status CudaBackend::do_write_mla_cache(const Tensor& latent, const Tensor& k_pe,
                                        const Tensor& slot_mapping, Tensor& cache) {
+  auto timer = profile("write_mla_cache", latent.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_mla_cache", "latent", latent));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_mla_cache", "k_pe", k_pe));
   LOCUS_RETURN_IF_ERROR(need_bf16("write_mla_cache", "cache", cache));
@@ -567,6 +618,7 @@ Status CudaBackend::do_mla_attention(const Tensor& q, const Tensor& cache,
                                      const LinearWeight& kv_b_proj,
                                      const AttentionMetadata& metadata, const MlaParams& p,
                                      Tensor& out) {
+  auto timer = profile("mla_attention", q.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("mla_attention", "q", q));
   LOCUS_RETURN_IF_ERROR(need_bf16("mla_attention", "cache", cache));
   LOCUS_RETURN_IF_ERROR(need_bf16("mla_attention", "out", out));
@@ -604,6 +656,7 @@ Status CudaBackend::do_mla_attention(const Tensor& q, const Tensor& cache,
 Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                                  const MoeRouting& routing, Tensor& topk_ids,
                                  Tensor& topk_weights) {
+  auto timer = profile("moe_route", router_logits.size(0));
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ensure_device(router_logits, DType::kF32));
   Tensor bias;
   if (correction_bias.defined()) {
@@ -682,6 +735,7 @@ Expected<Tensor> CudaBackend::expert_pointer_table(std::span<const ExpertWeights
 Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
                                    const Tensor& topk_weights,
                                    std::span<const ExpertWeights> experts, Tensor& out) {
+  auto timer = profile("moe_experts", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "out", out));
   LOCUS_ASSIGN_OR_RETURN(Tensor table, expert_pointer_table(experts));
@@ -703,6 +757,29 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
   a.top_k = static_cast<int>(ids.size(1));
   a.hidden = static_cast<int>(x.size(1));
   a.inter = static_cast<int>(experts.front().gate.out_features());
+  if (options_.small_batch_gemv) {
+    cuda::MoeGemvArgs g;
+    g.x = a.x;
+    g.x_row_stride = a.x_row_stride;
+    g.topk_ids = a.topk_ids;
+    g.topk_weights = a.topk_weights;
+    g.gate_w = a.gate_w;
+    g.up_w = a.up_w;
+    g.down_w = a.down_w;
+    g.out = a.out;
+    g.num_tokens = a.num_tokens;
+    g.num_experts = a.num_experts;
+    g.top_k = a.top_k;
+    g.hidden = a.hidden;
+    g.inter = a.inter;
+    if (cuda::moe_gemv_supported(g)) {
+      g.workspace_bytes = cuda::moe_gemv_workspace_bytes(g);
+      LOCUS_ASSIGN_OR_RETURN(Tensor h,
+                             do_empty({static_cast<int64_t>(g.workspace_bytes)}, DType::kU8));
+      g.workspace = h.raw_data();
+      return cuda_status("moe_experts (gemv)", cuda::launch_moe_gemv(g, stream_));
+    }
+  }
   const size_t ws = cuda::moe_experts_workspace_bytes(a);
   Tensor workspace;
   if (ws > 0) {

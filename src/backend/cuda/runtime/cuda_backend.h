@@ -14,6 +14,7 @@
 
 #include "backend/cuda/runtime/cublas_gemm.h"
 #include "backend/cuda/runtime/device_allocator.h"
+#include "backend/cuda/runtime/op_profiler.h"
 #include "backend/ops.h"
 
 namespace locus {
@@ -23,13 +24,20 @@ struct CudaBackendOptions {
   // Fraction of the GPU's total memory locus may use for weights, activations and KV cache
   // (vLLM's --gpu-memory-utilization).
   double gpu_memory_utilization = 0.9;
+  // Decode-sized linears (<= 8 rows) and routed experts (<= 32 token-expert pairs) through the
+  // GEMV kernels (kernels/gemv/) instead of cuBLASLt / the grouped GEMMs. LOCUS_CUDA_GEMV=0 in
+  // the environment turns it off (for A/B measurements).
+  bool small_batch_gemv = true;
 };
 
 // A captured sequence of GPU work, replayed on the backend's stream with fixed addresses.
 class CudaGraph final : public Ops::Graph {
  public:
-  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
-      : graph_(graph), exec_(exec), stream_(stream) {}
+  // `profiler` (may be null) times each replay as one op, so graph-mode steps can be split into
+  // GPU time and host time.
+  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream,
+            cuda::OpProfiler* profiler)
+      : graph_(graph), exec_(exec), stream_(stream), profiler_(profiler) {}
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
   ~CudaGraph() override;
@@ -39,6 +47,7 @@ class CudaGraph final : public Ops::Graph {
   cudaGraph_t graph_;
   cudaGraphExec_t exec_;
   cudaStream_t stream_;
+  cuda::OpProfiler* profiler_;
 };
 
 class CudaBackend final : public Ops {
@@ -71,6 +80,15 @@ class CudaBackend final : public Ops {
   Expected<std::optional<Tensor>> random_uniform_weight(const Dims& shape, DType dtype,
                                                         uint64_t stream, float low,
                                                         float high) override;
+
+  // The per-op GPU time table since the last call (empty unless LOCUS_CUDA_OP_PROFILE=1).
+  std::string take_op_profile();
+
+  // Greedy and temperature/min-p/top-k/top-p draws on the GPU (cuda_sampling.cc): only the
+  // tokens cross to the host.
+  bool supports_sampling() const override { return true; }
+  Status sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                     std::span<int32_t> tokens) override;
 
   bool supports_graphs() const override { return true; }
   // Stream capture of `body` (relaxed mode: the warm-up run has made every allocation and plan).
@@ -130,6 +148,9 @@ class CudaBackend final : public Ops {
   Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
 
   struct Slab;
+  // A timing scope for one op when LOCUS_CUDA_OP_PROFILE is set (and nothing is capturing).
+  cuda::OpProfiler::Scope profile(const char* op, int64_t rows, int64_t cols = 0);
+  std::unique_ptr<cuda::OpProfiler> profiler_;
   CudaBackendOptions options_;
   std::shared_ptr<Slab> slab_;  // the weight slab being filled
   uint64_t weight_bytes_ = 0;
@@ -151,6 +172,20 @@ class CudaBackend final : public Ops {
                                  const Tensor& host);
   std::unordered_map<const void*, CachedUpload> rope_tables_;
   std::unordered_map<const void*, CachedUpload> expert_tables_;
+  // sample_rows: pinned host staging (params out, tokens back) and its device twins.
+  struct SamplingBuffers {
+    size_t capacity_rows = 0;
+    SamplingRowParams* host_params = nullptr;  // pinned
+    int32_t* host_tokens = nullptr;            // pinned
+    Tensor device_params;
+    Tensor device_tokens;
+    Tensor workspace;
+    ~SamplingBuffers() {
+      if (host_params != nullptr) cudaFreeHost(host_params);
+      if (host_tokens != nullptr) cudaFreeHost(host_tokens);
+    }
+  };
+  std::unique_ptr<SamplingBuffers> sampling_;
 };
 
 }  // namespace locus

@@ -86,6 +86,9 @@ cudaError_t launch_write_mla_cache(const void* latent, int64_t latent_stride, in
 
 namespace locus::cuda {
 
+// Busy-waits one thread for about `nanoseconds` (gpu_sleep.cu; used by the op profiler).
+cudaError_t launch_gpu_sleep(unsigned nanoseconds, cudaStream_t stream);
+
 // Dummy weights made in place: out[i] = low + (high - low) * counter_uniform(stream, i)
 // (core/counter_rng.h, identical to the host), rounded to bf16 when round_bf16 (the checkpoint
 // dtype), stored as f32 when store_f32 else bf16.

@@ -1,0 +1,115 @@
+// Launchers of the small-batch GEMV kernels: shape checks, the M dispatch, grids.
+#include "backend/cuda/kernels/gemv/gemv.cuh"
+
+namespace locus::cuda {
+namespace {
+
+using gemv::bf16;
+
+template <int M>
+cudaError_t launch_dense(const void* x, int64_t x_stride, const void* w, void* y, bool y_f32, int n,
+                         int k, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(M) * static_cast<size_t>(k) * sizeof(bf16);
+  const int rows_per_cta = gemv::kWarps * gemv::kRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta));
+  auto* kernel = y_f32 ? gemv::dense_gemv_kernel<M, true> : gemv::dense_gemv_kernel<M, false>;
+  if (smem > 48u * 1024) {
+    // A function attribute, not a stream operation: allowed while a graph is being captured.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<grid, gemv::kThreads, smem, stream>>>(static_cast<const bf16*>(x), x_stride,
+                                                 static_cast<const bf16*>(w), y, n, k);
+  return cudaGetLastError();
+}
+
+bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool gemv_supported(int m, int n, int k) {
+  return m >= 1 && m <= kGemvMaxRows && n >= 1 && k >= 8 && k % 8 == 0 &&
+         static_cast<size_t>(m) * static_cast<size_t>(k) * sizeof(bf16) <= gemv::kMaxSharedBytes;
+}
+
+cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void* y, bool y_f32,
+                        int m, int n, int k, cudaStream_t stream) {
+  if (!gemv_supported(m, n, k) || x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x) ||
+      !aligned_16(w) || y == nullptr)
+    return cudaErrorInvalidValue;
+  switch (m) {
+    case 1:
+      return launch_dense<1>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 2:
+      return launch_dense<2>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 3:
+      return launch_dense<3>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 4:
+      return launch_dense<4>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 5:
+      return launch_dense<5>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 6:
+      return launch_dense<6>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    case 7:
+      return launch_dense<7>(x, x_row_stride, w, y, y_f32, n, k, stream);
+    default:
+      return launch_dense<8>(x, x_row_stride, w, y, y_f32, n, k, stream);
+  }
+}
+
+bool moe_gemv_supported(const MoeGemvArgs& a) {
+  if (a.num_tokens < 1 || a.num_experts < 1 || a.top_k < 1 || a.hidden < 8 || a.inter < 8)
+    return false;
+  if (a.hidden % 8 != 0 || a.inter % 8 != 0) return false;
+  if (a.x_row_stride < a.hidden || a.x_row_stride % 8 != 0) return false;
+  if (static_cast<int64_t>(a.num_tokens) * a.top_k > kMoeGemvMaxPairs) return false;
+  return static_cast<size_t>(a.hidden) * sizeof(bf16) <= gemv::kMaxSharedBytes &&
+         static_cast<size_t>(a.top_k) * static_cast<size_t>(a.inter) * sizeof(bf16) <=
+             gemv::kMaxSharedBytes;
+}
+
+size_t moe_gemv_workspace_bytes(const MoeGemvArgs& a) {
+  return static_cast<size_t>(a.num_tokens) * static_cast<size_t>(a.top_k) *
+         static_cast<size_t>(a.inter) * sizeof(bf16);
+}
+
+cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
+  if (!moe_gemv_supported(a) || a.x == nullptr || a.out == nullptr || a.topk_ids == nullptr ||
+      a.topk_weights == nullptr || a.gate_w == nullptr || a.up_w == nullptr ||
+      a.down_w == nullptr || !aligned_16(a.x) || a.workspace == nullptr ||
+      !aligned_16(a.workspace) || a.workspace_bytes < moe_gemv_workspace_bytes(a))
+    return cudaErrorInvalidValue;
+  auto* h = static_cast<bf16*>(a.workspace);
+  const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
+  const size_t down_smem =
+      static_cast<size_t>(a.top_k) * static_cast<size_t>(a.inter) * sizeof(bf16);
+  cudaError_t err = cudaSuccess;
+  if (up_smem > 48u * 1024)
+    err = cudaFuncSetAttribute(gemv::moe_gate_up_gemv_kernel,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(up_smem));
+  if (err != cudaSuccess) return err;
+  if (down_smem > 48u * 1024)
+    err = cudaFuncSetAttribute(gemv::moe_down_gemv_kernel,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(down_smem));
+  if (err != cudaSuccess) return err;
+  const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
+                     static_cast<unsigned>(a.num_tokens * a.top_k));
+  gemv::moe_gate_up_gemv_kernel<<<up_grid, gemv::kThreads, up_smem, stream>>>(
+      static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h, a.num_experts,
+      a.top_k, a.hidden, a.inter);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
+                       static_cast<unsigned>(a.num_tokens));
+  gemv::moe_down_gemv_kernel<<<down_grid, gemv::kThreads, down_smem, stream>>>(
+      h, a.topk_ids, a.topk_weights, a.down_w, static_cast<bf16*>(a.out), a.num_experts, a.top_k,
+      a.hidden, a.inter);
+  return cudaGetLastError();
+}
+
+}  // namespace locus::cuda

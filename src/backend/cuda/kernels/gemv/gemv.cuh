@@ -1,0 +1,187 @@
+// Small-batch GEMV kernels (see gemv_launch.h). One warp per output row (or per intermediate
+// index for the experts), 16-byte weight loads spread over the lanes and several rows in
+// flight per warp, x staged in shared memory, f32 accumulation, a warp-shuffle reduction.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
+
+// Internal linkage: each .cu that includes this gets its own copy of the kernels it launches.
+namespace locus::cuda::gemv {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kRowsPerWarp = 2;  // weight rows each warp streams side by side
+constexpr size_t kMaxSharedBytes = 96u << 10;
+
+__device__ inline float dot8(const uint4& a, const uint4& b) {
+  const auto* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(pa[i]);
+    const float2 fb = __bfloat1622float2(pb[i]);
+    s = fmaf(fa.x, fb.x, s);
+    s = fmaf(fa.y, fb.y, s);
+  }
+  return s;
+}
+
+__device__ inline float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Weights are read once per step: keep them from displacing activations in L1.
+__device__ inline uint4 load_weight(const uint4* p) {
+  return __ldcs(p);
+}
+
+// Copies `chunks` 16-byte chunks of a row into shared memory, cooperatively.
+__device__ inline void stage_row(uint4* dst, const bf16* src, int chunks) {
+  for (int c = threadIdx.x; c < chunks; c += kThreads)
+    dst[c] = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(c) * 8);
+}
+
+// y[m, j] for M rows of x and rows j of w; grid.x covers n in kWarps * kRowsPerWarp rows.
+template <int M, bool kF32Out>
+__global__ void __launch_bounds__(kThreads)
+    dense_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride, const bf16* __restrict__ w,
+                      void* __restrict__ y, int n, int k) {
+  extern __shared__ uint4 xs[];  // [M][k / 8]
+  const int chunks = k / 8;
+  for (int m = 0; m < M; ++m)
+    stage_row(xs + m * chunks, x + m * x_stride, chunks);
+  __syncthreads();
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row0 = (blockIdx.x * kWarps + warp) * kRowsPerWarp;
+  if (row0 >= n) return;
+  const uint4* wrow[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int row = row0 + r < n ? row0 + r : n - 1;  // a duplicate row past n is never written
+    wrow[r] = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * k);
+  }
+  float acc[kRowsPerWarp][M];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      acc[r][m] = 0.0f;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    uint4 wv[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      wv[r] = load_weight(wrow[r] + c);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint4 xv = xs[m * chunks + c];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        acc[r][m] += dot8(wv[r], xv);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(acc[r][m]);
+      if (lane == 0 && row0 + r < n) {
+        const int64_t at = static_cast<int64_t>(m) * n + row0 + r;
+        if constexpr (kF32Out) {
+          static_cast<float*>(y)[at] = v;
+        } else {
+          static_cast<bf16*>(y)[at] = __float2bfloat16(v);
+        }
+      }
+    }
+  }
+}
+
+__device__ inline float silu(float g) {
+  return g / (1.0f + __expf(-g));
+}
+
+// h[p, i] = bf16(silu(gate_e[i] . x_t) * (up_e[i] . x_t)), p = blockIdx.y = t * top_k + j.
+__global__ void __launch_bounds__(kThreads)
+    moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
+                            const int32_t* __restrict__ topk_ids, const void* const* gate_w,
+                            const void* const* up_w, bf16* __restrict__ h, int num_experts,
+                            int top_k, int hidden, int inter) {
+  extern __shared__ uint4 xs[];  // [hidden / 8]
+  const int p = blockIdx.y;
+  const int t = p / top_k;
+  const int chunks = hidden / 8;
+  stage_row(xs, x + t * x_stride, chunks);
+  __syncthreads();
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kWarps + warp;
+  if (i >= inter) return;
+  const int e = topk_ids[p];
+  if (e < 0 || e >= num_experts) {  // not a routed expert: contributes nothing
+    if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(0.0f);
+    return;
+  }
+  const auto* g_row =
+      reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + int64_t{i} * hidden);
+  const auto* u_row =
+      reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + int64_t{i} * hidden);
+  float g = 0.0f, u = 0.0f;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    const uint4 gv = load_weight(g_row + c);
+    const uint4 uv = load_weight(u_row + c);
+    const uint4 xv = xs[c];
+    g += dot8(gv, xv);
+    u += dot8(uv, xv);
+  }
+  g = warp_sum(g);
+  u = warp_sum(u);
+  if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(silu(g) * u);
+}
+
+// out[t, n] = bf16(sum_j w[t, j] * (down_e[n] . h[t * top_k + j])), j in order; t = blockIdx.y.
+__global__ void __launch_bounds__(kThreads)
+    moe_down_gemv_kernel(const bf16* __restrict__ h, const int32_t* __restrict__ topk_ids,
+                         const float* __restrict__ topk_weights, const void* const* down_w,
+                         bf16* __restrict__ out, int num_experts, int top_k, int hidden,
+                         int inter) {
+  extern __shared__ uint4 hs[];  // [top_k][inter / 8]
+  const int t = blockIdx.y;
+  const int chunks = inter / 8;
+  stage_row(hs, h + static_cast<int64_t>(t) * top_k * inter, chunks * top_k);
+  __syncthreads();
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int col = blockIdx.x * kWarps + warp;
+  if (col >= hidden) return;
+  float total = 0.0f;
+  for (int j = 0; j < top_k; ++j) {
+    const int e = topk_ids[t * top_k + j];
+    if (e < 0 || e >= num_experts) continue;
+    const auto* d_row =
+        reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) + int64_t{col} * inter);
+    float d = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += 32)
+      d += dot8(load_weight(d_row + c), hs[j * chunks + c]);
+    total += topk_weights[t * top_k + j] * warp_sum(d);
+  }
+  if (lane == 0) out[static_cast<int64_t>(t) * hidden + col] = __float2bfloat16(total);
+}
+
+}  // namespace
+}  // namespace locus::cuda::gemv

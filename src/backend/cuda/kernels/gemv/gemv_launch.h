@@ -1,0 +1,57 @@
+// Host entry points of the small-batch GEMV kernels: y = x W^T for a handful of rows (decode),
+// where a tensor-core GEMM tile wastes most of its rows and cuBLAS picks kernels far from the
+// memory roofline. Every output row is one warp streaming its weight row with 16-byte loads;
+// x sits in shared memory. No host synchronization, no allocation: graph-capturable.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace locus::cuda {
+
+// The most rows a GEMV launch takes; larger batches belong to the tensor-core GEMMs.
+inline constexpr int kGemvMaxRows = 8;
+
+// Whether launch_gemv takes this shape: 1 <= m <= kGemvMaxRows, k a multiple of 8 whose x rows
+// fit in shared memory (m * k * 2 bytes <= 96 KiB), n >= 1.
+bool gemv_supported(int m, int n, int k);
+
+// y[i, j] = sum_k x[i, k] * w[j, k] for i < m, j < n. x bf16 rows of stride x_row_stride
+// elements; w bf16 row-major [n, k] (nn.Linear); y contiguous [m, n], f32 when y_f32 else bf16.
+// Accumulation in f32. x, w 16-byte aligned, x_row_stride a multiple of 8.
+cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void* y, bool y_f32,
+                        int m, int n, int k, cudaStream_t stream);
+
+// The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
+// h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then
+// out[t] = bf16(sum_j topk_weights[t, j] * (down_e . h[t, j])) summed in j order. Each expert's
+// rows are read once per (token, j) pair, which is the whole cost when pairs rarely share an
+// expert (decode at small batch).
+struct MoeGemvArgs {
+  const void* x = nullptr;
+  int64_t x_row_stride = 0;
+  const int32_t* topk_ids = nullptr;    // [T, top_k]
+  const float* topk_weights = nullptr;  // [T, top_k]
+  const void* const* gate_w = nullptr;  // [E] device pointers to [inter, hidden]
+  const void* const* up_w = nullptr;    // [E] -> [inter, hidden]
+  const void* const* down_w = nullptr;  // [E] -> [hidden, inter]
+  void* out = nullptr;                  // bf16 [T, hidden]
+  int num_tokens = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  int hidden = 0;
+  int inter = 0;
+  void* workspace = nullptr;  // moe_gemv_workspace_bytes(*this) bytes
+  size_t workspace_bytes = 0;
+};
+
+// The most (token, expert) pairs the GEMV path is meant for; the grouped GEMMs take over above.
+inline constexpr int kMoeGemvMaxPairs = 32;
+
+bool moe_gemv_supported(const MoeGemvArgs& args);
+size_t moe_gemv_workspace_bytes(const MoeGemvArgs& args);
+cudaError_t launch_moe_gemv(const MoeGemvArgs& args, cudaStream_t stream);
+
+}  // namespace locus::cuda
