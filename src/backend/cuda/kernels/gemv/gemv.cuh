@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int m = 0; m < M; ++m)
       acc[r][m] = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
   for (int c = lane; c < chunks; c += 32) {
     uint4 wv[kRowsPerWarp];
 #pragma unroll
@@ -168,17 +168,37 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x & 31;
   const int col = blockIdx.x * kWarps + warp;
   if (col >= hidden) return;
+  // Experts in groups of kJ so the group's weight rows are all in flight at once (one DRAM
+  // round trip per group, not per expert); the sum still runs in j order.
+  constexpr int kJ = 4;
   float total = 0.0f;
-  for (int j = 0; j < top_k; ++j) {
-    const int e = topk_ids[t * top_k + j];
-    if (e < 0 || e >= num_experts) continue;
-    const auto* d_row =
-        reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) + int64_t{col} * inter);
-    float d = 0.0f;
-#pragma unroll 4
-    for (int c = lane; c < chunks; c += 32)
-      d += dot8(load_weight(d_row + c), hs[j * chunks + c]);
-    total += topk_weights[t * top_k + j] * warp_sum(d);
+  for (int j0 = 0; j0 < top_k; j0 += kJ) {
+    const uint4* d_row[kJ];
+    float d[kJ];
+#pragma unroll
+    for (int q = 0; q < kJ; ++q) {
+      const int j = j0 + q;
+      const int e = j < top_k ? topk_ids[t * top_k + j] : -1;
+      d_row[q] = e >= 0 && e < num_experts
+                     ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) +
+                                                      int64_t{col} * inter)
+                     : nullptr;
+      d[q] = 0.0f;
+    }
+    for (int c = lane; c < chunks; c += 32) {
+      uint4 w[kJ];
+#pragma unroll
+      for (int q = 0; q < kJ; ++q)
+        w[q] = d_row[q] != nullptr ? load_weight(d_row[q] + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int q = 0; q < kJ; ++q)
+        if (d_row[q] != nullptr) d[q] += dot8(w[q], hs[(j0 + q) * chunks + c]);
+    }
+#pragma unroll
+    for (int q = 0; q < kJ; ++q) {
+      const float sum = warp_sum(d[q]);
+      if (d_row[q] != nullptr) total += topk_weights[t * top_k + j0 + q] * sum;
+    }
   }
   if (lane == 0) out[static_cast<int64_t>(t) * hidden + col] = __float2bfloat16(total);
 }
