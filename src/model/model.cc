@@ -6,6 +6,7 @@
 
 #include "backend/ops_rope.h"
 #include "core/logging.h"
+#include "core/progress.h"
 #include "model/layers/mlp.h"
 #include "model/model_registry.h"
 #include "model/weight_layout.h"
@@ -63,12 +64,23 @@ Expected<std::unique_ptr<Model>> Model::load(const ModelConfig& config, const We
         static_cast<double>(ops.weight_memory_budget_bytes()) / 1e9));
   }
   std::unique_ptr<Model> model(new Model(config, ops));
-  LOCUS_RETURN_IF_ERROR(model->load_weights(source, spec));
+  LOCUS_RETURN_IF_ERROR(model->load_weights(source, spec, needed));
   return model;
 }
 
-Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& spec) {
+Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& spec,
+                           uint64_t prepared_bytes) {
   WeightLoader loader(config_, source, ops_);
+  // Test-sized models load in milliseconds: only real ones get a progress report.
+  constexpr uint64_t kProgressBytes = 256ull << 20;
+  Progress progress(
+      "Loading weights", config_.num_hidden_layers + 2, "layers",
+      prepared_bytes >= kProgressBytes ? Progress::Mode::kAuto : Progress::Mode::kOff);
+  uint64_t reported = 0;
+  auto step = [&] {
+    progress.advance(1, loader.bytes_read() - reported);
+    reported = loader.bytes_read();
+  };
   eps_ = static_cast<float>(config_.rms_norm_eps);
 
   LOCUS_ASSIGN_OR_RETURN(RopeFrequencies freqs,
@@ -84,6 +96,7 @@ Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& s
       spec.honors_sliding_window ? config_.attention.sliding_window : std::nullopt;
 
   LOCUS_ASSIGN_OR_RETURN(embed_tokens_, loader.tensor("model.embed_tokens.weight"));
+  step();
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
     DecoderLayer layer;
@@ -103,6 +116,7 @@ Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& s
                              loader.gated_mlp(prefix + "mlp", "gate_proj", "up_proj", "down_proj"));
     }
     layers_.push_back(std::move(layer));
+    step();
   }
   LOCUS_ASSIGN_OR_RETURN(final_norm_, loader.tensor("model.norm.weight"));
   if (config_.tie_word_embeddings) {
@@ -110,6 +124,7 @@ Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& s
   } else {
     LOCUS_ASSIGN_OR_RETURN(lm_head_, loader.linear("lm_head"));
   }
+  step();
   return Status::ok();
 }
 

@@ -58,7 +58,9 @@ class Model {
   };
 
   Model(const ModelConfig& config, Ops& ops) : config_(config), ops_(ops) {}
-  Status load_weights(const WeightSource& source, const ArchitectureSpec& spec);
+  // prepared_bytes: what the weights take on the backend (a progress bar above 256 MiB).
+  Status load_weights(const WeightSource& source, const ArchitectureSpec& spec,
+                      uint64_t prepared_bytes);
   Expected<Tensor> run_layer(const DecoderLayer& layer, const Tensor& x, const DeviceBatch& batch,
                              KvCacheLayer& cache);
 

@@ -42,6 +42,9 @@ Expected<LinearWeight> WeightLoader::linear(const std::string& module, bool has_
   if (has_bias) {
     LOCUS_ASSIGN_OR_RETURN(host.bias, source_.tensor(module + ".bias"));
   }
+  for (const Tensor* t : {&host.weight, &host.scale_inv, &host.bias}) {
+    if (t->defined()) bytes_read_ += t->nbytes();
+  }
   auto prepared = ops_.prepare_linear(host);
   if (!prepared) return prepared.status().with_context(module);
   return prepared;
@@ -49,8 +52,12 @@ Expected<LinearWeight> WeightLoader::linear(const std::string& module, bool has_
 
 Expected<Tensor> WeightLoader::tensor(const std::string& name) {
   LOCUS_ASSIGN_OR_RETURN(std::optional<Tensor> on_device, device_dummy(name));
-  if (on_device) return std::move(*on_device);
+  if (on_device) {
+    bytes_read_ += on_device->nbytes();
+    return std::move(*on_device);
+  }
   LOCUS_ASSIGN_OR_RETURN(Tensor host, source_.tensor(name));
+  bytes_read_ += host.nbytes();
   auto prepared = ops_.prepare_weight(host);
   if (!prepared) return prepared.status().with_context(name);
   return prepared;

@@ -25,6 +25,9 @@ class WeightLoader {
   Expected<ExpertWeights> gated_mlp(const std::string& prefix, const char* gate, const char* up,
                                     const char* down);
 
+  // Bytes of the checkpoint (or dummy) tensors read so far, for load progress.
+  uint64_t bytes_read() const { return bytes_read_; }
+
   Ops& ops() { return ops_; }
   const ModelConfig& config() const { return config_; }
 
@@ -35,6 +38,7 @@ class WeightLoader {
 
   const WeightSource& source_;
   Ops& ops_;
+  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace locus
