@@ -168,8 +168,9 @@ int run_latency_command(const LatencyCliOptions& o) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (latency)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (latency, serve)");
   bench->require_subcommand(1);
+  add_bench_serve_command(bench, run);
   auto o = std::make_shared<LatencyCliOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "latency", "Offline latency of fixed-shape batches, with the decode roofline on the GPU");

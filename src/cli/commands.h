@@ -17,5 +17,7 @@ void add_tokenize_command(CLI::App& app, Runner& run);
 void add_generate_command(CLI::App& app, Runner& run);
 void add_serve_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);
+// `bench serve` (bench_serve_command.cc), added under `bench` by add_bench_command.
+void add_bench_serve_command(CLI::App* bench, Runner& run);
 
 }  // namespace locus::cli

@@ -321,6 +321,35 @@ await checks.run('500 concurrent streaming requests all complete', async () => {
   assertEq(finished, 500, 'streams finished with length');
 });
 
+await checks.run('locus bench serve measures this server (random dataset, Poisson arrivals)', async () => {
+  const out = `${modelDir}/bench-serve.json`;
+  const env = { ...process.env, OPENAI_API_KEY: API_KEY };
+  const run = await new Promise((resolve) => {
+    execFile(args.locus, [
+      'bench', 'serve', '--base-url', base, '--model', 'tiny', '--tokenizer', modelDir,
+      '--num-prompts', '24', '--random-input-len', '16', '--random-output-len', '8',
+      '--random-range-ratio', '0.5', '--ignore-eos', '--request-rate', '40', '--max-concurrency',
+      '6', '--goodput', 'ttft:60000', '--metric-percentiles', '50,99', '--disable-tqdm',
+      '--save-result', '--result-filename', out,
+    ], { env, timeout: 120000 }, (error, stdout, stderr) => resolve({ error, stdout, stderr }));
+  });
+  assert(!run.error, `bench serve failed: ${run.error}\n${run.stderr}`);
+  assert(/Serving Benchmark Result/.test(run.stdout), `result table:\n${run.stdout}`);
+  const r = JSON.parse(fs.readFileSync(out, 'utf8'));
+  assertEq(r.completed, 24, 'completed requests');
+  assertEq(r.failed, 0, `failed requests (${JSON.stringify(r.errors)})`);
+  // ignore_eos: every request produced exactly its drawn output length (4..12 tokens).
+  assert(r.total_output_tokens >= 24 * 4 && r.total_output_tokens <= 24 * 12,
+         `output tokens ${r.total_output_tokens}`);
+  assert(r.total_input_tokens >= 24 * 8 && r.total_input_tokens <= 24 * 24,
+         `input tokens ${r.total_input_tokens}`);
+  assert(r.peak_concurrency >= 1 && r.peak_concurrency <= 6, `peak ${r.peak_concurrency}`);
+  assert(r.ttft_ms.count === 24 && r.ttft_ms.mean > 0, 'ttft');
+  assert(r.itl_ms.count > 0 && r.tpot_ms.count > 0, 'itl / tpot');
+  assert(r.e2el_ms.p99 >= r.e2el_ms.p50 && r.e2el_ms.p50 >= r.ttft_ms.p50, 'percentile order');
+  assertEq(r.request_goodput, r.request_throughput, 'every request meets a 60 s TTFT');
+});
+
 await checks.run('after everything: idle, no leaked KV blocks, /health still 200', async () => {
   const m = await waitIdle(base, 20000);
   assertEq(m.value('vllm:kv_cache_usage_perc'), 0, 'kv usage');
