@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "core/version.h"
+#include "loadgen/datasets.h"
 #include "loadgen/random_dataset.h"
 #include "loadgen/serve_bench.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +31,12 @@ struct ServeCliOptions {
   std::string model;
   std::string tokenizer;
   std::string dataset_name = "random";
+  std::string dataset_path;
+  int64_t sharegpt_output_len = 0;
+  int64_t pr_prefix_len = 256;
+  int64_t pr_suffix_len = 256;
+  int pr_num_prefixes = 10;
+  int64_t pr_output_len = 128;
   int num_prompts = 1000;
   int64_t input_len = 1024;
   int64_t output_len = 128;
@@ -74,9 +81,13 @@ int run_serve_command(const ServeCliOptions& o) {
     return fail(
         fmt::format("--endpoint {}: choose /v1/completions or /v1/chat/completions", o.endpoint));
   }
-  if (o.dataset_name != "random") {
-    return fail(
-        fmt::format("--dataset-name {}: only random is implemented so far", o.dataset_name));
+  if (o.dataset_name != "random" && o.dataset_name != "sharegpt" &&
+      o.dataset_name != "prefix_repetition") {
+    return fail(fmt::format("--dataset-name {}: choose random, sharegpt or prefix_repetition",
+                            o.dataset_name));
+  }
+  if (o.dataset_name == "sharegpt" && o.dataset_path.empty()) {
+    return fail("--dataset-name sharegpt needs --dataset-path FILE.json");
   }
   if (!(o.range_ratio >= 0 && o.range_ratio < 1)) {
     return fail(fmt::format("--random-range-ratio {} must be in [0, 1)", o.range_ratio));
@@ -85,8 +96,8 @@ int run_serve_command(const ServeCliOptions& o) {
   bo.model = o.model;
   if (const char* key = std::getenv("OPENAI_API_KEY"); key != nullptr) bo.api_key = key;
 
-  // Token ids come from the tokenizer's ordinary vocabulary (no special tokens mid-prompt); the
-  // chat endpoint gets them decoded to text.
+  // Random token ids come from the tokenizer's ordinary vocabulary (no special tokens mid-prompt);
+  // the chat endpoint gets them decoded to text; sharegpt prompts are counted with it.
   const std::string tokenizer_dir = o.tokenizer.empty() ? o.model : o.tokenizer;
   std::optional<Tokenizer> tokenizer;
   if (std::filesystem::is_directory(tokenizer_dir)) {
@@ -98,22 +109,48 @@ int run_serve_command(const ServeCliOptions& o) {
         "--tokenizer {}: not a directory with tokenizer.json (needed to draw prompt token ids)",
         tokenizer_dir));
   }
-  loadgen::RandomDatasetOptions ro;
-  ro.num_prompts = o.num_prompts;
-  ro.input_len = o.input_len;
-  ro.output_len = o.output_len;
-  ro.range_ratio = o.range_ratio;
-  ro.prefix_len = o.prefix_len;
-  ro.seed = o.seed;
-  ro.id_low = 0;
   int32_t high = static_cast<int32_t>(tokenizer->id_limit());
   while (high > 0 && tokenizer->is_special(high - 1))
     --high;  // added special tokens sit at the end of the vocabularies we serve
-  ro.id_high = high;
-  bo.requests = loadgen::random_dataset(ro);
+  if (o.dataset_name == "random") {
+    loadgen::RandomDatasetOptions ro;
+    ro.num_prompts = o.num_prompts;
+    ro.input_len = o.input_len;
+    ro.output_len = o.output_len;
+    ro.range_ratio = o.range_ratio;
+    ro.prefix_len = o.prefix_len;
+    ro.seed = o.seed;
+    ro.id_high = high;
+    bo.requests = loadgen::random_dataset(ro);
+  } else if (o.dataset_name == "prefix_repetition") {
+    loadgen::PrefixRepetitionOptions po;
+    po.num_prompts = o.num_prompts;
+    po.prefix_len = o.pr_prefix_len;
+    po.suffix_len = o.pr_suffix_len;
+    po.num_prefixes = o.pr_num_prefixes;
+    po.output_len = o.pr_output_len;
+    po.seed = o.seed;
+    po.id_high = high;
+    bo.requests = loadgen::prefix_repetition_dataset(po);
+  } else {
+    loadgen::ShareGptOptions so;
+    so.num_prompts = o.num_prompts;
+    if (o.sharegpt_output_len > 0) so.output_len = o.sharegpt_output_len;
+    so.seed = o.seed;
+    const Tokenizer& tok = *tokenizer;
+    auto requests = loadgen::sharegpt_dataset(
+        o.dataset_path, so, [&tok](const std::string& text) -> Expected<std::vector<int32_t>> {
+          return tok.encode(text, /*add_special_tokens=*/false);
+        });
+    if (!requests) return fail(requests.status().message());
+    bo.requests = std::move(*requests);
+  }
   if (o.endpoint == "/v1/chat/completions") {
-    for (const auto& r : bo.requests)
-      bo.prompt_texts.push_back(tokenizer->decode(r.prompt_ids, /*skip_special_tokens=*/true));
+    for (auto& r : bo.requests) {
+      if (r.prompt_text.empty()) {
+        r.prompt_text = tokenizer->decode(r.prompt_ids, /*skip_special_tokens=*/true);
+      }
+    }
   }
   bo.request_rate = o.request_rate;
   bo.burstiness = o.burstiness;
@@ -187,6 +224,7 @@ int run_serve_command(const ServeCliOptions& o) {
         {"e2el_ms", distribution_json(m.e2el_ms)},
         {"errors", result->first_errors}};
     if (m.goodput) doc["request_goodput"] = *m.goodput;
+    if (!o.dataset_path.empty()) doc["dataset"]["path"] = o.dataset_path;
     std::string name = o.result_filename;
     if (name.empty()) name = fmt::format("locus-bench-serve-{}.json", o.seed);
     std::filesystem::path path = o.result_dir.empty() ? std::filesystem::path(name)
@@ -212,7 +250,19 @@ void add_bench_serve_command(CLI::App* bench, Runner& run) {
   cmd->add_option("--model", o->model, "The model name sent in requests (and default tokenizer)")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer, "Directory with tokenizer.json (default: --model)");
-  cmd->add_option("--dataset-name", o->dataset_name, "random");
+  cmd->add_option("--dataset-name", o->dataset_name, "random | sharegpt | prefix_repetition");
+  cmd->add_option("--dataset-path", o->dataset_path, "The ShareGPT JSON file");
+  cmd->add_option("--sharegpt-output-len", o->sharegpt_output_len,
+                  "Fixed output length instead of each reply's")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-repetition-prefix-len", o->pr_prefix_len, "Shared prefix tokens")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-repetition-suffix-len", o->pr_suffix_len, "Own suffix tokens")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-repetition-num-prefixes", o->pr_num_prefixes, "Distinct prefixes")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--prefix-repetition-output-len", o->pr_output_len, "Output tokens")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--num-prompts", o->num_prompts, "Requests to send")->check(CLI::PositiveNumber);
   cmd->add_option("--random-input-len", o->input_len, "Prompt tokens")->check(CLI::PositiveNumber);
   cmd->add_option("--random-output-len", o->output_len, "Output tokens")

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace locus::loadgen {
 
 struct BenchRequest {
-  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> prompt_ids;  // sent as the prompt unless prompt_text is set
+  std::string prompt_text;          // datasets of real text (sharegpt) send the text itself
   int64_t output_len = 0;
 };
 

@@ -30,10 +30,14 @@ Json request_body(const ServeBenchOptions& o, size_t i) {
   body["stream_options"] = {{"include_usage", true}};
   body["temperature"] = o.temperature;
   if (o.endpoint.ends_with("/chat/completions")) {
-    body["messages"] = Json::array({{{"role", "user"}, {"content", o.prompt_texts.at(i)}}});
+    body["messages"] = Json::array({{{"role", "user"}, {"content", r.prompt_text}}});
     body["max_completion_tokens"] = r.output_len;
   } else {
-    body["prompt"] = r.prompt_ids;
+    if (r.prompt_text.empty()) {
+      body["prompt"] = r.prompt_ids;
+    } else {
+      body["prompt"] = r.prompt_text;
+    }
     body["max_tokens"] = r.output_len;
   }
   if (o.ignore_eos) body["ignore_eos"] = true;
@@ -97,8 +101,12 @@ net::awaitable<void> dispatch(Run& run, std::vector<double> arrivals) {
 
 Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
   if (o.requests.empty()) return invalid_argument("bench serve: no requests to send");
-  if (o.endpoint.ends_with("/chat/completions") && o.prompt_texts.size() != o.requests.size()) {
-    return invalid_argument("bench serve: the chat endpoint needs the prompts as text");
+  if (o.endpoint.ends_with("/chat/completions")) {
+    for (const BenchRequest& r : o.requests) {
+      if (r.prompt_text.empty()) {
+        return invalid_argument("bench serve: the chat endpoint needs every prompt as text");
+      }
+    }
   }
   net::io_context io;
   // Warm-ups: sent together, waited for, not measured (vLLM sends them before the run).

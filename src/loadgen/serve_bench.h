@@ -22,9 +22,9 @@ struct ServeBenchOptions {
   std::string endpoint = "/v1/completions";  // or /v1/chat/completions
   std::string model;                         // the request's "model"
   std::string api_key;
+  // The chat endpoint sends each request's prompt_text (the CLI decodes the random datasets'
+  // ids); completions send the text when there is one, else the token ids.
   std::vector<BenchRequest> requests;
-  // For the chat endpoint: the prompt of each request as text (token ids decoded).
-  std::vector<std::string> prompt_texts;
   double request_rate = 0;  // requests/s; 0 or inf = all at once
   double burstiness = 1.0;
   int max_concurrency = 0;  // 0 = unlimited

@@ -3,11 +3,16 @@
 // process's statistics, and the random dataset.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "loadgen/arrivals.h"
+#include "loadgen/datasets.h"
 #include "loadgen/random_dataset.h"
 #include "loadgen/serve_metrics.h"
 #include "loadgen/stream_recorder.h"
@@ -230,6 +235,111 @@ TEST(RandomDataset, LengthsIdsAndSharedPrefix) {
     EXPECT_EQ(r.output_len, 20);
   }
   EXPECT_EQ(random_dataset(o)[7].prompt_ids, random_dataset(o)[7].prompt_ids);
+}
+
+}  // namespace
+}  // namespace locus::loadgen
+
+namespace locus::loadgen {
+namespace {
+
+// ShareGPT: the first two turns, vLLM's filters, the seed's shuffle, text prompts, and errors
+// that name the file. Tokens here are whitespace-separated words.
+Expected<std::vector<int32_t>> words(const std::string& text) {
+  std::vector<int32_t> ids;
+  bool in_word = false;
+  for (char c : text) {
+    if (c != ' ' && !in_word) ids.push_back(static_cast<int32_t>(ids.size()));
+    in_word = c != ' ';
+  }
+  return ids;
+}
+
+std::filesystem::path write_file(const std::string& name, const std::string& body) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << body;
+  return path;
+}
+
+TEST(ShareGpt, TurnsFiltersShuffleAndErrors) {
+  const auto path = write_file("locus_sharegpt_test.json", R"([
+    {"id": "a", "conversations": [{"from": "human", "value": "one two three four"},
+                                  {"from": "gpt", "value": "w x y z"}]},
+    {"id": "b", "conversations": [{"from": "human", "value": "too short"},
+                                  {"from": "gpt", "value": "a b c d e"}]},
+    {"id": "c", "conversations": [{"from": "human", "value": "only one turn here ok"}]},
+    {"id": "d", "conversations": [{"from": "human", "value": "p q r s t u"},
+                                  {"from": "gpt", "value": "r1 r2 r3 r4 r5 r6 r7"},
+                                  {"from": "human", "value": "ignored third turn"}]},
+    {"id": "e", "conversations": [{"from": "human", "value": "fine prompt of five"},
+                                  {"from": "gpt", "value": "no"}]},
+    "not an object"
+  ])");
+  ShareGptOptions o;
+  o.num_prompts = 2;
+  o.seed = 1;
+  auto reqs = sharegpt_dataset(path, o, words);
+  ASSERT_TRUE(reqs.has_value()) << reqs.status().to_string();
+  ASSERT_EQ(reqs->size(), 2u);  // a and d pass; b (2-token prompt), c (one turn), e (reply < 4)
+  std::vector<std::string> texts = {(*reqs)[0].prompt_text, (*reqs)[1].prompt_text};
+  std::sort(texts.begin(), texts.end());
+  EXPECT_EQ(texts[0], "one two three four");
+  EXPECT_EQ(texts[1], "p q r s t u");
+  for (const auto& r : *reqs) {
+    EXPECT_EQ(r.output_len, r.prompt_text[0] == 'o' ? 4 : 7);
+    EXPECT_EQ(r.prompt_ids.size(), r.prompt_text[0] == 'o' ? 4u : 6u);
+  }
+  o.output_len = 3;  // fixed output: e's one-word reply no longer filters it out
+  o.num_prompts = 3;
+  auto fixed = sharegpt_dataset(path, o, words);
+  ASSERT_TRUE(fixed.has_value()) << fixed.status().to_string();
+  for (const auto& r : *fixed)
+    EXPECT_EQ(r.output_len, 3);
+  o.num_prompts = 4;
+  auto short_of = sharegpt_dataset(path, o, words);
+  ASSERT_FALSE(short_of.has_value());
+  EXPECT_NE(short_of.status().message().find("only 3 conversations pass"), std::string::npos)
+      << short_of.status().message();
+  auto missing = sharegpt_dataset("/nonexistent/sg.json", o, words);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.status().message().find("/nonexistent/sg.json"), std::string::npos);
+  auto bad = sharegpt_dataset(write_file("locus_sharegpt_bad.json", "{\"x\": 1}"), o, words);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("expected a JSON array"), std::string::npos);
+}
+
+TEST(PrefixRepetition, EqualSharesOfEachPrefixShuffled) {
+  PrefixRepetitionOptions o;
+  o.num_prompts = 40;
+  o.prefix_len = 16;
+  o.suffix_len = 5;
+  o.num_prefixes = 4;
+  o.output_len = 9;
+  o.id_low = 100;
+  o.id_high = 200;
+  o.seed = 5;
+  const auto reqs = prefix_repetition_dataset(o);
+  ASSERT_EQ(reqs.size(), 40u);
+  std::map<std::vector<int32_t>, int> per_prefix;
+  bool shuffled = false;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(reqs[i].prompt_ids.size(), 21u);
+    EXPECT_EQ(reqs[i].output_len, 9);
+    for (int32_t id : reqs[i].prompt_ids) {
+      ASSERT_GE(id, 100);
+      ASSERT_LT(id, 200);
+    }
+    std::vector<int32_t> prefix(reqs[i].prompt_ids.begin(), reqs[i].prompt_ids.begin() + 16);
+    ++per_prefix[prefix];
+    if (i >= 4 && prefix != std::vector<int32_t>(reqs[i - 4].prompt_ids.begin(),
+                                                 reqs[i - 4].prompt_ids.begin() + 16)) {
+      shuffled = true;  // not simply round-robin in order
+    }
+  }
+  ASSERT_EQ(per_prefix.size(), 4u);
+  for (const auto& [prefix, count] : per_prefix)
+    EXPECT_EQ(count, 10);
+  EXPECT_TRUE(shuffled);
 }
 
 }  // namespace
