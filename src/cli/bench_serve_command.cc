@@ -225,6 +225,10 @@ int run_serve_command(const ServeCliOptions& o) {
         {"errors", result->first_errors}};
     if (m.goodput) doc["request_goodput"] = *m.goodput;
     if (!o.dataset_path.empty()) doc["dataset"]["path"] = o.dataset_path;
+    if (result->prefix_cache) {
+      doc["server_prefix_cache"] = {{"queries", result->prefix_cache->queries},
+                                    {"hits", result->prefix_cache->hits}};
+    }
     std::string name = o.result_filename;
     if (name.empty()) name = fmt::format("locus-bench-serve-{}.json", o.seed);
     std::filesystem::path path = o.result_dir.empty() ? std::filesystem::path(name)

@@ -97,6 +97,13 @@ net::awaitable<void> dispatch(Run& run, std::vector<double> arrivals) {
   }
 }
 
+net::awaitable<void> scrape_prefix_cache(const ServerAddress& server, std::string api_key,
+                                         std::optional<PrefixCacheCounters>& out) {
+  const std::string path = "/metrics";
+  auto page = co_await http_get(server, path, api_key);
+  if (page) out = parse_prefix_cache_counters(*page);
+}
+
 }  // namespace
 
 Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
@@ -127,6 +134,11 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
     }
   }
 
+  std::optional<PrefixCacheCounters> cache_before, cache_after;
+  net::co_spawn(io, scrape_prefix_cache(o.server, o.api_key, cache_before), net::detached);
+  io.run();
+  io.restart();
+
   const double rate = o.request_rate > 0 ? o.request_rate : INFINITY;
   std::vector<double> arrivals =
       arrival_times(static_cast<int>(o.requests.size()), rate, o.burstiness, o.seed);
@@ -142,6 +154,11 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
   io.run();
   const double duration = seconds_since(run.epoch);
   if (run.progress) run.progress->finish();
+  if (cache_before) {
+    io.restart();
+    net::co_spawn(io, scrape_prefix_cache(o.server, o.api_key, cache_after), net::detached);
+    io.run();
+  }
 
   ServeBenchResult result;
   result.metrics = compute_serve_metrics(run.records, duration, o.goodput, o.percentiles);
@@ -153,6 +170,10 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
     }
   }
   result.records = std::move(run.records);
+  if (cache_before && cache_after) {
+    result.prefix_cache = PrefixCacheCounters{cache_after->queries - cache_before->queries,
+                                              cache_after->hits - cache_before->hits};
+  }
   return result;
 }
 
@@ -179,6 +200,10 @@ std::string format_serve_result(const ServeBenchResult& r, const ServeBenchOptio
   line("Output token throughput (tok/s):", fmt::format("{:.2f}", m.output_throughput));
   line("Peak concurrent requests:", std::to_string(m.peak_concurrency));
   line("Total Token throughput (tok/s):", fmt::format("{:.2f}", m.total_token_throughput));
+  if (r.prefix_cache && r.prefix_cache->queries > 0) {
+    line("Prefix cache hit rate (server):",
+         fmt::format("{:.2f}%", 100.0 * r.prefix_cache->hits / r.prefix_cache->queries));
+  }
   auto block = [&](const char* heading, const char* key, const Distribution& d) {
     title(heading);
     line(fmt::format("Mean {} (ms):", key), fmt::format("{:.2f}", d.mean));

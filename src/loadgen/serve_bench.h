@@ -14,6 +14,7 @@
 #include "loadgen/http_stream_client.h"
 #include "loadgen/random_dataset.h"
 #include "loadgen/serve_metrics.h"
+#include "loadgen/server_metrics.h"
 
 namespace locus::loadgen {
 
@@ -41,6 +42,9 @@ struct ServeBenchResult {
   ServeMetrics metrics;
   std::vector<RequestRecord> records;     // in dataset order
   std::vector<std::string> first_errors;  // up to 5 distinct failure messages
+  // The server's prefix-cache counters over the run (its /metrics before and after), when it
+  // exposes them.
+  std::optional<PrefixCacheCounters> prefix_cache;
 };
 
 // The JSON body of request i (stream on, usage requested, vLLM's extras when set).

@@ -348,6 +348,10 @@ await checks.run('locus bench serve measures this server (random dataset, Poisso
   assert(r.itl_ms.count > 0 && r.tpot_ms.count > 0, 'itl / tpot');
   assert(r.e2el_ms.p99 >= r.e2el_ms.p50 && r.e2el_ms.p50 >= r.ttft_ms.p50, 'percentile order');
   assertEq(r.request_goodput, r.request_throughput, 'every request meets a 60 s TTFT');
+  // Scraped from this server's /metrics before and after: every prompt token was looked up.
+  assert(r.server_prefix_cache && r.server_prefix_cache.queries >= r.total_input_tokens,
+         `server prefix cache counters: ${JSON.stringify(r.server_prefix_cache)}`);
+  assert(/Prefix cache hit rate \(server\):/.test(run.stdout), 'hit rate in the table');
 });
 
 await checks.run('after everything: idle, no leaked KV blocks, /health still 200', async () => {

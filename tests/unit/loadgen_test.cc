@@ -15,6 +15,7 @@
 #include "loadgen/datasets.h"
 #include "loadgen/random_dataset.h"
 #include "loadgen/serve_metrics.h"
+#include "loadgen/server_metrics.h"
 #include "loadgen/stream_recorder.h"
 
 namespace locus::loadgen {
@@ -340,6 +341,29 @@ TEST(PrefixRepetition, EqualSharesOfEachPrefixShuffled) {
   for (const auto& [prefix, count] : per_prefix)
     EXPECT_EQ(count, 10);
   EXPECT_TRUE(shuffled);
+}
+
+}  // namespace
+}  // namespace locus::loadgen
+
+namespace locus::loadgen {
+namespace {
+
+TEST(ServerMetrics, PrefixCacheCountersSumOverLabels) {
+  const std::string page =
+      "# HELP vllm:prefix_cache_queries_total Prefix cache queries\n"
+      "# TYPE vllm:prefix_cache_queries_total counter\n"
+      "vllm:prefix_cache_queries_total{model_name=\"a\"} 804\n"
+      "vllm:prefix_cache_queries_total{model_name=\"b\",engine=\"1\"} 96 1700000000\n"
+      "vllm:prefix_cache_hits_total{model_name=\"a\"} 512\n"
+      "vllm:prefix_cache_hits_total 8\n"
+      "vllm:num_requests_running{model_name=\"a\"} 3\n";
+  auto c = parse_prefix_cache_counters(page);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->queries, 900);
+  EXPECT_EQ(c->hits, 520);
+  EXPECT_FALSE(parse_prefix_cache_counters("vllm:num_requests_running 1\n").has_value());
+  EXPECT_FALSE(parse_prefix_cache_counters("").has_value());
 }
 
 }  // namespace
