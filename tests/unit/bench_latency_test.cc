@@ -7,7 +7,9 @@
 
 #include "bench/latency.h"
 #include "bench/roofline.h"
+#include "bench/throughput.h"
 #include "io/model_config.h"
+#include "loadgen/random_dataset.h"
 
 namespace locus {
 namespace {
@@ -75,6 +77,56 @@ TEST(BenchLatency, RunsOnAFixtureModel) {
     EXPECT_EQ(r->graph_steps, 0);
     EXPECT_GE(r->eager_steps, 2 * lo.output_len);
   }
+  me->engine->shutdown();
+}
+
+// bench throughput: every request runs to its drawn length (ignore_eos), the counts are read
+// from the outputs, and too-long requests are refused before anything is sent.
+TEST(BenchThroughput, CountsWhatTheRequestsProduced) {
+  ModelEngineOptions o;
+  o.model_dir = kFixtures / "models" / "qwen3-moe";
+  o.load_tokenizer = false;
+  o.engine.scheduler.max_num_seqs = 8;
+  o.engine.scheduler.max_model_len = 64;
+  auto me = open_model_engine(o);
+  ASSERT_TRUE(me.has_value()) << me.status().to_string();
+  bench::ThroughputOptions to;
+  to.num_prompts = 12;
+  to.input_len = 10;
+  to.output_len = 5;
+  auto r = bench::run_throughput(*me, to);
+  ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  EXPECT_EQ(r->num_requests, 12);
+  EXPECT_EQ(r->prompt_tokens, 120);
+  EXPECT_EQ(r->output_tokens, 60);
+  EXPECT_GT(r->elapsed_s, 0.0);
+  EXPECT_NEAR(r->output_tokens_per_s * r->elapsed_s, 60.0, 1e-6);
+  EXPECT_NEAR(r->total_tokens_per_s * r->elapsed_s, 180.0, 1e-6);
+
+  to.range_ratio = 0.5;  // lengths 5..15 in, 3..8 out: the totals are the drawn lengths
+  auto varied = bench::run_throughput(*me, to);
+  ASSERT_TRUE(varied.has_value()) << varied.status().to_string();
+  loadgen::RandomDatasetOptions ro;
+  ro.num_prompts = 12;
+  ro.input_len = 10;
+  ro.output_len = 5;
+  ro.range_ratio = 0.5;
+  ro.id_low = 1;
+  ro.id_high = static_cast<int32_t>(me->config.vocab_size);
+  int64_t want_in = 0, want_out = 0;
+  for (const auto& req : loadgen::random_dataset(ro)) {
+    want_in += static_cast<int64_t>(req.prompt_ids.size());
+    want_out += req.output_len;
+  }
+  EXPECT_EQ(varied->prompt_tokens, want_in);
+  EXPECT_EQ(varied->output_tokens, want_out);
+
+  to.range_ratio = 0;
+  to.input_len = 60;  // 60 + 5 > max_model_len 64
+  auto too_long = bench::run_throughput(*me, to);
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_NE(too_long.status().message().find("exceeds --max-model-len 64"), std::string::npos)
+      << too_long.status().message();
   me->engine->shutdown();
 }
 
