@@ -1,0 +1,159 @@
+// CudaBackend's mixture-of-experts ops: routing, the device arrays of expert weight pointers,
+// and the routed experts (the GEMV path for a few tokens, the aligned grouped GEMMs otherwise).
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
+#include "backend/cuda/kernels/moe/moe_launch.h"
+#include "backend/cuda/runtime/cuda_backend.h"
+#include "backend/cuda/runtime/cuda_status.h"
+
+namespace locus {
+
+Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                                 const MoeRouting& routing, Tensor& topk_ids,
+                                 Tensor& topk_weights) {
+  auto timer = profile("moe_route", router_logits.size(0));
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ensure_device(router_logits, DType::kF32));
+  Tensor bias;
+  if (correction_bias.defined()) {
+    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
+  }
+  cuda::MoeRouteArgs a;
+  a.logits = logits.data<float>();
+  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.topk_ids = topk_ids.data<int32_t>();
+  a.topk_weights = topk_weights.data<float>();
+  a.num_tokens = static_cast<int>(logits.size(0));
+  a.num_experts = static_cast<int>(logits.size(1));
+  a.top_k = static_cast<int>(routing.top_k);
+  a.scoring = routing.scoring == ScoringFunc::kSigmoid ? cuda::MoeScoring::kSigmoid
+                                                       : cuda::MoeScoring::kSoftmax;
+  switch (routing.topk_method) {
+    case TopkMethod::kGreedy:
+      a.topk_method = cuda::MoeTopk::kGreedy;
+      break;
+    case TopkMethod::kGroupLimitedGreedy:
+      a.topk_method = cuda::MoeTopk::kGroupLimitedGreedy;
+      break;
+    case TopkMethod::kNoauxTc:
+      a.topk_method = cuda::MoeTopk::kNoauxTc;
+      break;
+  }
+  a.n_group = static_cast<int>(routing.n_group);
+  a.topk_group = static_cast<int>(routing.topk_group);
+  a.renormalize = routing.renormalize;
+  a.routed_scaling_factor = routing.routed_scaling_factor;
+  const cudaError_t err = cuda::launch_moe_route(a, stream_);
+  if (err == cudaErrorInvalidValue) {
+    cudaGetLastError();
+    return unsupported(fmt::format("moe_route on cuda: unsupported routing ({} experts, top {})",
+                                   a.num_experts, a.top_k));
+  }
+  return cuda_status("moe_route", err);
+}
+
+Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,
+                                            const void* key, std::vector<uint64_t> key_bytes,
+                                            const Tensor& host) {
+  auto it = cache.find(key);
+  if (it != cache.end() && it->second.key_bytes == key_bytes) return it->second.device;
+  LOCUS_ASSIGN_OR_RETURN(Tensor device, do_to_device(host));
+  LOCUS_RETURN_IF_ERROR(synchronize());  // the caller's host tensor may die right after
+  cache[key] = CachedUpload{std::move(key_bytes), device};
+  return device;
+}
+
+Expected<Tensor> CudaBackend::expert_pointer_table(std::span<const ExpertWeights> experts) {
+  const size_t e = experts.size();
+  std::vector<uint64_t> ptrs(3 * e);
+  for (size_t i = 0; i < e; ++i) {
+    const ExpertWeights& w = experts[i];
+    for (const LinearWeight* lw : {&w.gate, &w.up, &w.down}) {
+      if (!on_cuda(lw->weight) || lw->weight.dtype() != DType::kBF16 ||
+          !lw->weight.is_contiguous()) {
+        return unsupported(fmt::format(
+            "moe_experts on cuda: expert {} weight {} must be a prepared bf16 GPU weight", i,
+            lw->weight.to_string()));
+      }
+      if (lw->bias.defined()) {
+        return unsupported(fmt::format("moe_experts on cuda: expert {} has a bias", i));
+      }
+    }
+    ptrs[i] = reinterpret_cast<uint64_t>(w.gate.weight.raw_data());
+    ptrs[e + i] = reinterpret_cast<uint64_t>(w.up.weight.raw_data());
+    ptrs[2 * e + i] = reinterpret_cast<uint64_t>(w.down.weight.raw_data());
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor host, Tensor::empty({static_cast<int64_t>(3 * e)}, DType::kI64));
+  std::memcpy(host.raw_data(), ptrs.data(), ptrs.size() * sizeof(uint64_t));
+  return cached_upload(expert_tables_, experts.data(), std::move(ptrs), host);
+}
+
+Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
+                                   const Tensor& topk_weights,
+                                   std::span<const ExpertWeights> experts, Tensor& out) {
+  auto timer = profile("moe_experts", x.size(0));
+  LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "x", x));
+  LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "out", out));
+  LOCUS_ASSIGN_OR_RETURN(Tensor table, expert_pointer_table(experts));
+  LOCUS_ASSIGN_OR_RETURN(Tensor ids, ensure_device(topk_ids, DType::kI32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor weights, ensure_device(topk_weights, DType::kF32));
+  const auto e = static_cast<int64_t>(experts.size());
+  const auto* p = static_cast<const void* const*>(table.raw_data());
+  cuda::MoeExpertsArgs a;
+  a.x = x.raw_data();
+  a.x_row_stride = x.stride(0);
+  a.topk_ids = ids.data<int32_t>();
+  a.topk_weights = weights.data<float>();
+  a.gate_w = p;
+  a.up_w = p + e;
+  a.down_w = p + 2 * e;
+  a.out = out.raw_data();
+  a.num_tokens = static_cast<int>(x.size(0));
+  a.num_experts = static_cast<int>(e);
+  a.top_k = static_cast<int>(ids.size(1));
+  a.hidden = static_cast<int>(x.size(1));
+  a.inter = static_cast<int>(experts.front().gate.out_features());
+  if (options_.small_batch_gemv) {
+    cuda::MoeGemvArgs g;
+    g.x = a.x;
+    g.x_row_stride = a.x_row_stride;
+    g.topk_ids = a.topk_ids;
+    g.topk_weights = a.topk_weights;
+    g.gate_w = a.gate_w;
+    g.up_w = a.up_w;
+    g.down_w = a.down_w;
+    g.out = a.out;
+    g.num_tokens = a.num_tokens;
+    g.num_experts = a.num_experts;
+    g.top_k = a.top_k;
+    g.hidden = a.hidden;
+    g.inter = a.inter;
+    if (cuda::moe_gemv_supported(g)) {
+      g.workspace_bytes = cuda::moe_gemv_workspace_bytes(g);
+      LOCUS_ASSIGN_OR_RETURN(Tensor h,
+                             do_empty({static_cast<int64_t>(g.workspace_bytes)}, DType::kU8));
+      g.workspace = h.raw_data();
+      return cuda_status("moe_experts (gemv)", cuda::launch_moe_gemv(g, stream_));
+    }
+  }
+  const size_t ws = cuda::moe_experts_workspace_bytes(a);
+  Tensor workspace;
+  if (ws > 0) {
+    LOCUS_ASSIGN_OR_RETURN(workspace, do_empty({static_cast<int64_t>(ws)}, DType::kU8));
+    a.workspace = workspace.raw_data();
+    a.workspace_bytes = ws;
+  }
+  const cudaError_t err = cuda::launch_moe_experts(a, stream_);
+  if (err == cudaErrorInvalidValue) {
+    cudaGetLastError();
+    return unsupported(fmt::format(
+        "moe_experts on cuda: unsupported shape (hidden {}, inter {}, {} experts, top {})",
+        a.hidden, a.inter, a.num_experts, a.top_k));
+  }
+  return cuda_status("moe_experts", err);
+}
+
+}  // namespace locus
