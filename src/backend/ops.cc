@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 namespace locus {
 namespace {
@@ -230,6 +231,29 @@ Status Ops::linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
   return do_linear(x, w, out);
 }
 
+Status Ops::merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
+                          Tensor& out) {
+  constexpr std::string_view op = "merged_linear";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[tokens, in_features]"));
+  LOCUS_RETURN_IF_ERROR(check_float(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  if (parts.empty()) return fail(op, "no weights");
+  int64_t width = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == nullptr || !parts[i]->weight.defined()) {
+      return fail(op, fmt::format("weight {} is undefined", i));
+    }
+    if (parts[i]->in_features() != x.size(1)) {
+      return fail(op,
+                  fmt::format("x {} has {} features but weight {} {} expects {}", x.to_string(),
+                              x.size(1), i, parts[i]->weight.to_string(), parts[i]->in_features()));
+    }
+    width += parts[i]->out_features();
+  }
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, {x.size(0), width}, activation_dtype()));
+  return do_merged_linear(x, parts, out);
+}
+
 Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   constexpr std::string_view op = "rms_norm";
   LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
@@ -322,6 +346,36 @@ Status Ops::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
   return do_gather_rows(x, indices, out);
 }
 
+Status Ops::copy(const Tensor& src, Tensor& dst) {
+  constexpr std::string_view op = "copy";
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "src", src));
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "dst", dst));
+  if (src.ndim() < 1 || src.ndim() > 3 || !(src.shape() == dst.shape()) ||
+      src.dtype() != dst.dtype()) {
+    return fail(op, fmt::format("src {} and dst {} must have one shape (1 to 3 dims) and dtype",
+                                src.to_string(), dst.to_string()));
+  }
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "src", src));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "dst", dst));
+  if (src.storage() == dst.storage()) {
+    // A conservative overlap test on the spans the two views touch.
+    auto span = [](const Tensor& t) {
+      int64_t last = 0;
+      for (int i = 0; i < t.ndim(); ++i)
+        last += (t.size(i) - 1) * t.stride(i);
+      const auto begin = static_cast<int64_t>(t.byte_offset());
+      return std::pair<int64_t, int64_t>(
+          begin,
+          begin + static_cast<int64_t>(dtype_bytes(t.dtype(), static_cast<size_t>(last + 1))));
+    };
+    const auto a = span(src), b = span(dst);
+    if (src.numel() > 0 && a.first < b.second && b.first < a.second) {
+      return fail(op, fmt::format("src {} and dst {} overlap", src.to_string(), dst.to_string()));
+    }
+  }
+  return do_copy(src, dst);
+}
+
 Status Ops::write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                            Tensor& k_cache, Tensor& v_cache) {
   constexpr std::string_view op = "write_kv_cache";
@@ -349,6 +403,70 @@ Status Ops::write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_
                                 v.to_string(), k_cache.to_string(), v_cache.to_string()));
   }
   return do_write_kv_cache(k, v, slot_mapping, k_cache, v_cache);
+}
+
+Status Ops::qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
+                                   const RopeParams& rope, const Tensor& slot_mapping,
+                                   Tensor& k_cache, Tensor& v_cache, Tensor& q_out) {
+  constexpr std::string_view op = "qkv_norm_rope_write_kv";
+  if (spec.num_heads < 1 || spec.num_kv_heads < 1 || spec.head_dim < 1 || spec.v_head_dim < 1 ||
+      spec.num_heads % spec.num_kv_heads != 0) {
+    return fail(op, fmt::format("bad spec: {} heads, {} kv heads, head_dim {}, v_head_dim {}",
+                                spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.v_head_dim));
+  }
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "qkv", qkv, 2, "[tokens, width]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "qkv", qkv, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "qkv", qkv));
+  if (qkv.size(1) != spec.width()) {
+    return fail(op, fmt::format("qkv {} must be {} wide", qkv.to_string(), spec.width()));
+  }
+  if (spec.norm != QkNorm::kNone) {
+    const bool per_head = spec.norm == QkNorm::kPerHead;
+    const int64_t qn = per_head ? spec.head_dim : spec.q_width();
+    const int64_t kn = per_head ? spec.head_dim : spec.k_width();
+    LOCUS_RETURN_IF_ERROR(check_ndim(op, "q_norm", spec.q_norm, 1, "[n]"));
+    LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_norm", spec.k_norm, 1, "[n]"));
+    LOCUS_RETURN_IF_ERROR(check_norm_weight(op, spec.q_norm, activation_dtype()));
+    LOCUS_RETURN_IF_ERROR(check_norm_weight(op, spec.k_norm, activation_dtype()));
+    if (spec.q_norm.size(0) != qn || spec.k_norm.size(0) != kn) {
+      return fail(op, fmt::format("q_norm {} / k_norm {} must have {} / {} elements",
+                                  spec.q_norm.to_string(), spec.k_norm.to_string(), qn, kn));
+    }
+    if (!(spec.eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", spec.eps));
+  }
+  const int64_t tokens = qkv.size(0);
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "positions", positions, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "positions", positions, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "positions", positions));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "slot_mapping", slot_mapping, 1, "[tokens]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "slot_mapping", slot_mapping, DType::kI64));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "slot_mapping", slot_mapping));
+  if (positions.size(0) != tokens || slot_mapping.size(0) != tokens) {
+    return fail(op, fmt::format("positions {} and slot_mapping {} must have {} tokens",
+                                positions.to_string(), slot_mapping.to_string(), tokens));
+  }
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "inv_freq", rope.inv_freq, 1, "[rotary_dim / 2]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "inv_freq", rope.inv_freq, DType::kF32));
+  if (!rope.inv_freq.device().is_cpu()) return fail(op, "inv_freq must be a host tensor");
+  if (rope.rotary_dim() <= 0 || rope.rotary_dim() > spec.head_dim) {
+    return fail(op, fmt::format("rotary_dim {} must be in (0, head_dim {}]", rope.rotary_dim(),
+                                spec.head_dim));
+  }
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_cache", k_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "v_cache", v_cache, 4, "[blocks, block_size, kv_heads, D]"));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "k_cache", k_cache, k_cache.shape(), kv_cache_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "v_cache", v_cache, v_cache.shape(), kv_cache_dtype()));
+  if (k_cache.size(0) != v_cache.size(0) || k_cache.size(1) != v_cache.size(1) ||
+      k_cache.size(2) != spec.num_kv_heads || v_cache.size(2) != spec.num_kv_heads ||
+      k_cache.size(3) != spec.head_dim || v_cache.size(3) != spec.v_head_dim) {
+    return fail(op, fmt::format("k_cache {} and v_cache {} do not fit {} kv heads of {} / {}",
+                                k_cache.to_string(), v_cache.to_string(), spec.num_kv_heads,
+                                spec.head_dim, spec.v_head_dim));
+  }
+  LOCUS_RETURN_IF_ERROR(check_output(op, "q_out", q_out, {tokens, spec.num_heads, spec.head_dim},
+                                     activation_dtype()));
+  return do_qkv_norm_rope_write_kv(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache,
+                                   q_out);
 }
 
 Status Ops::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -107,6 +107,24 @@ struct MlaParams {
   float scale = 1.0f;
 };
 
+// A fused QKV projection's output row, [q: H x D | k: H_kv x D | v: H_kv x D_v], and the q/k
+// normalization applied before rope (Ops::qkv_norm_rope_write_kv).
+struct QkvSpec {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+  QkNorm norm = QkNorm::kNone;
+  Tensor q_norm;  // prepared weights: [D] per head, [H * D] per layer
+  Tensor k_norm;  // [D] per head, [H_kv * D] per layer
+  float eps = 0.0f;
+
+  int64_t q_width() const { return num_heads * head_dim; }
+  int64_t k_width() const { return num_kv_heads * head_dim; }
+  int64_t v_width() const { return num_kv_heads * v_head_dim; }
+  int64_t width() const { return q_width() + k_width() + v_width(); }
+};
+
 // One row's draw for Ops::sample_rows (the layout the CUDA kernel reads). temperature below
 // kGreedyTemperatureEpsilon = greedy; top_k <= 0, top_p >= 1, min_p <= 0 = off; u: the
 // request's uniform for this step (counter_uniform of its stream and output index).
@@ -198,6 +216,10 @@ class Ops {
   // [T, out] in f32 or activation_dtype().
   // Unprepared bf16 / f16 / fp8 weights are dequantized per call (correct, slow).
   Status linear(const Tensor& x, const LinearWeight& w, Tensor& out);
+  // out = [x W_0^T + b_0 | x W_1^T + b_1 | ...]: several projections of the same input (fused
+  // QKV, gate/up) as one op, so a backend can stream all the weights in one kernel. x: row view
+  // [T, in]; out [T, sum of out_features] in the activation dtype.
+  Status merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts, Tensor& out);
 
   // out = x / sqrt(mean(x^2) + eps) * weight over the last dim. x: row view [..., n] (e.g.
   // [T, H, D] with weight [D] normalizes each head: q/k-norm per head), weight [n] (activation
@@ -219,6 +241,9 @@ class Ops {
   Status add(const Tensor& a, const Tensor& b, Tensor& out);
   // out[i] = x[indices[i]]. x [T, n], indices i32 [m], out [m, n].
   Status gather_rows(const Tensor& x, const Tensor& indices, Tensor& out);
+  // dst = src. Both row views (1 to 3 dims) of the same shape and dtype, not overlapping: the
+  // one op whose output may be strided (it fills column slices).
+  Status copy(const Tensor& src, Tensor& dst);
 
   // ---- attention over a paged KV cache --------------------------------------------------------
   // GQA cache layout (per layer): k_cache [num_blocks, block_size, H_kv, D],
@@ -226,6 +251,13 @@ class Ops {
   // [T, H_kv, D] / [T, H_kv, D_v]) at slot_mapping[t].
   Status write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                         Tensor& k_cache, Tensor& v_cache);
+  // The GQA step between the fused QKV projection and attention (vLLM's q/k-norm + rope +
+  // reshape_and_cache): RMSNorm of q and k as spec.norm says, rope on both, this step's k and v
+  // written into the caches at slot_mapping, and q to q_out. qkv: row view [T, spec.width()];
+  // q_out [T, H, D]. Same results as rms_norm, rope and write_kv_cache run one by one.
+  Status qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
+                                const RopeParams& rope, const Tensor& slot_mapping, Tensor& k_cache,
+                                Tensor& v_cache, Tensor& q_out);
   // Causal attention of each new token over its sequence's cached K/V (this step's included:
   // call write_kv_cache first). q [T, H_q, D] with H_q a multiple of H_kv (query head h uses kv
   // head h / (H_q / H_kv)); out [T, H_q, D_v].
@@ -278,6 +310,15 @@ class Ops {
   virtual Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual Status do_add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+  virtual Status do_copy(const Tensor& src, Tensor& dst) = 0;
+  // Fusions: the defaults compose the ops above (ops_fused.cc); backends override them with
+  // fused kernels where those pay.
+  virtual Status do_merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
+                                  Tensor& out);
+  virtual Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
+                                           const Tensor& positions, const RopeParams& rope,
+                                           const Tensor& slot_mapping, Tensor& k_cache,
+                                           Tensor& v_cache, Tensor& q_out);
   virtual Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache) = 0;
   virtual Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -255,6 +255,37 @@ Expected<Tensor> Tensor::slice(int dim, int64_t start, int64_t end) const {
   return t;
 }
 
+Expected<Tensor> Tensor::unflatten(int dim, int64_t outer) const {
+  LOCUS_ASSIGN_OR_RETURN(int d, normalize_dim(dim));
+  if (outer <= 0 || shape_[d] % outer != 0) {
+    return invalid_argument(
+        fmt::format("unflatten dim {} of {} into {} parts", dim, to_string(), outer));
+  }
+  if (shape_.size() >= kMaxDims) {
+    return invalid_argument(fmt::format("unflatten of {}: too many dims", to_string()));
+  }
+  if (is_sub_byte(dtype_) && d == ndim() - 1 && (shape_[d] / outer) % 2 != 0) {
+    return invalid_argument(fmt::format("unflatten of {} splits packed bytes", to_string()));
+  }
+  Dims shape, strides;
+  for (int i = 0; i < ndim(); ++i) {
+    if (i == d) {
+      const int64_t inner = shape_[i] / outer;
+      shape.push_back(outer);
+      strides.push_back(strides_[i] * inner);
+      shape.push_back(inner);
+      strides.push_back(strides_[i]);
+    } else {
+      shape.push_back(shape_[i]);
+      strides.push_back(strides_[i]);
+    }
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.strides_ = strides;
+  return t;
+}
+
 Expected<Tensor> Tensor::select(int dim, int64_t index) const {
   LOCUS_ASSIGN_OR_RETURN(int d, normalize_dim(dim));
   if (index < 0 || index >= shape_[d]) {

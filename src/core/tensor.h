@@ -126,6 +126,9 @@ class Tensor {
   Expected<Tensor> slice(int dim, int64_t start, int64_t end) const;  // [start, end)
   Expected<Tensor> select(int dim, int64_t index) const;              // drops `dim`
   Expected<Tensor> transpose(int dim0, int dim1) const;
+  // Splits `dim` into (outer, size(dim) / outer): works on strided views too (a column slice
+  // [T, H * D] of a wider matrix becomes the row view [T, H, D]).
+  Expected<Tensor> unflatten(int dim, int64_t outer) const;
   // Same bytes, another dtype of the same element width (e.g. u8 <-> f8_e4m3).
   Expected<Tensor> view_as(DType dtype) const;
 

@@ -386,6 +386,100 @@ TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
   }
 }
 
+// The merged projection (fused QKV): one GEMV launch over three weights with biases at decode
+// sizes, cuBLASLt GEMMs into column slices above; both against the CPU's separate projections.
+TEST_F(CudaOps, MergedLinearOverThreeWeights) {
+  const int64_t k = 512;
+  const int64_t widths[] = {512, 128, 128};
+  std::vector<LinearWeight> cw, gw;
+  for (int i = 0; i < 3; ++i) {
+    LinearWeight w;
+    w.weight =
+        bf16_exact(random_f32({widths[i], k}, 7000 + static_cast<uint64_t>(i), -0.05f, 0.05f));
+    w.bias = random_f32({widths[i]}, 7100 + static_cast<uint64_t>(i));
+    cw.push_back(cpu_.prepare_linear(w).value());
+    gw.push_back(gpu_->prepare_linear(w).value());
+  }
+  const LinearWeight* cparts[] = {&cw[0], &cw[1], &cw[2]};
+  const LinearWeight* gparts[] = {&gw[0], &gw[1], &gw[2]};
+  for (int64_t m : {1, 3, 8, 9, 40}) {
+    Tensor wide = bf16_exact(random_f32({m, k + 8}, 7200 + static_cast<uint64_t>(m)));
+    Tensor want = Tensor::empty({m, 768}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.merged_linear(wide.slice(1, 8, 8 + k).value(), cparts, want).is_ok());
+    Tensor got = out_bf16({m, 768});
+    ASSERT_TRUE(gpu_->merged_linear(up(wide).slice(1, 8, 8 + k).value(), gparts, got).is_ok());
+    expect_close(down(got), to_floats(want),
+                 m <= 8 ? "merged_linear (gemv)" : "merged_linear (gemm)");
+  }
+}
+
+// The fused q/k-norm + rope + KV write against the CPU's composed form: per-head norm, no norm
+// and the per-layer norm (which the GPU runs composed), neox and interleaved partial rope.
+TEST_F(CudaOps, QkvNormRopeWriteKv) {
+  const int64_t t = 6, hq = 8, hk = 2, blocks = 4, bs = 4;
+  for (int64_t d : {64, 128}) {
+    for (QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone, QkNorm::kPerLayer}) {
+      for (bool neox : {true, false}) {
+        QkvSpec s;
+        s.num_heads = hq;
+        s.num_kv_heads = hk;
+        s.head_dim = d;
+        s.v_head_dim = d;
+        s.norm = norm;
+        s.eps = 1e-6f;
+        const bool per_head = norm == QkNorm::kPerHead;
+        Tensor qn, kn;
+        if (norm != QkNorm::kNone) {
+          qn = random_f32({per_head ? d : hq * d}, 8000, 0.5f, 1.5f);
+          kn = random_f32({per_head ? d : hk * d}, 8001, 0.5f, 1.5f);
+        }
+        RopeConfig rc;
+        rc.theta = 1e6;
+        rc.layout = neox ? RopeLayout::kNeox : RopeLayout::kInterleaved;
+        rc.rotary_dim = neox ? d : d / 2;
+        auto freqs = compute_rope_frequencies(rc, 40960);
+        ASSERT_TRUE(freqs.has_value());
+        RopeParams p;
+        p.inv_freq =
+            testing::from_floats(freqs->inv_freq, {static_cast<int64_t>(freqs->inv_freq.size())});
+        p.layout = rc.layout;
+        p.attention_factor = neox ? 1.0f : 1.1f;
+        Tensor qkv = bf16_exact(random_f32({t, s.width()}, 8002 + static_cast<uint64_t>(d)));
+        Tensor pos = testing::from_i32({0, 1, 77, 900, 30000, 5}, {t});
+        Tensor slots = testing::from_i64({3, 0, 12, 15, 8, 9}, {t});
+
+        QkvSpec cs = s;
+        cs.q_norm = qn;
+        cs.k_norm = kn;
+        Tensor kc = cpu_.zeros({blocks, bs, hk, d}, DType::kF32).value();
+        Tensor vc = cpu_.zeros({blocks, bs, hk, d}, DType::kF32).value();
+        Tensor want_q = Tensor::empty({t, hq, d}, DType::kF32).value();
+        ASSERT_TRUE(cpu_.qkv_norm_rope_write_kv(qkv, cs, pos, p, slots, kc, vc, want_q).is_ok());
+
+        QkvSpec gs = s;
+        if (norm != QkNorm::kNone) {
+          gs.q_norm = gpu_->prepare_weight(qn).value();
+          gs.k_norm = gpu_->prepare_weight(kn).value();
+        }
+        Tensor gkc = gpu_->zeros({blocks, bs, hk, d}, DType::kBF16).value();
+        Tensor gvc = gpu_->zeros({blocks, bs, hk, d}, DType::kBF16).value();
+        Tensor got_q = out_bf16({t, hq, d});
+        ASSERT_TRUE(gpu_->qkv_norm_rope_write_kv(up(qkv), gs, up_raw(pos), p, up_raw(slots), gkc,
+                                                 gvc, got_q)
+                        .is_ok());
+        const std::string what = std::string("qkv_norm_rope_write_kv d") + std::to_string(d) +
+                                 (norm == QkNorm::kPerHead ? " per-head"
+                                  : norm == QkNorm::kNone  ? " no-norm"
+                                                           : " per-layer") +
+                                 (neox ? " neox" : " interleaved");
+        expect_close(down(got_q), to_floats(want_q), (what + " q").c_str());
+        expect_close(down(gkc), to_floats(kc), (what + " k cache").c_str());
+        expect_close(down(gvc), to_floats(vc), (what + " v cache").c_str());
+      }
+    }
+  }
+}
+
 #endif
 
 }  // namespace

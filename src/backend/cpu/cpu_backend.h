@@ -69,6 +69,7 @@ class CpuBackend final : public Ops {
   Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
   Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  Status do_copy(const Tensor& src, Tensor& dst) override;
   Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                            Tensor& k_cache, Tensor& v_cache) override;
   Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

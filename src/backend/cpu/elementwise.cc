@@ -153,4 +153,27 @@ Status CpuBackend::do_gather_rows(const Tensor& x_in, const Tensor& indices, Ten
   return Status::ok();
 }
 
+Status CpuBackend::do_copy(const Tensor& src, Tensor& dst) {
+  // Rows of the last dim are contiguous in both (row views); walk the leading dims.
+  const int nd = src.ndim();
+  const int64_t d0 = nd >= 3 ? src.size(0) : 1;
+  const int64_t d1 = nd >= 2 ? src.size(nd - 2) : 1;
+  const int64_t n = src.size(nd - 1);
+  const size_t elem = dtype_bytes(src.dtype(), 1);
+  const auto* s = static_cast<const char*>(src.raw_data());
+  auto* d = static_cast<char*>(dst.raw_data());
+  auto offset = [&](const Tensor& t, int64_t i, int64_t j) {
+    int64_t e = 0;
+    if (nd >= 3) e += i * t.stride(0);
+    if (nd >= 2) e += j * t.stride(nd - 2);
+    return static_cast<size_t>(e) * elem;
+  };
+  for (int64_t i = 0; i < d0; ++i) {
+    for (int64_t j = 0; j < d1; ++j) {
+      std::memcpy(d + offset(dst, i, j), s + offset(src, i, j), static_cast<size_t>(n) * elem);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace locus

@@ -1,6 +1,7 @@
 // Grouped-query attention as Qwen3-MoE, Mixtral, GLM-4.5 and MiniMax-M2 run it: q/k/v
 // projections (optional biases), optional q/k RMSNorm (per head or over all heads), rope on the
-// leading rotary dims, paged causal attention, o projection.
+// leading rotary dims, paged causal attention, o projection. q/k/v run as one merged projection
+// and one norm + rope + cache-write op, which a GPU backend fuses into two kernels.
 #pragma once
 
 #include <optional>
@@ -26,13 +27,7 @@ class GqaAttention {
 
  private:
   LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;
-  QkNorm qk_norm_ = QkNorm::kNone;
-  Tensor q_norm_, k_norm_;
-  int64_t num_heads_ = 0;
-  int64_t num_kv_heads_ = 0;
-  int64_t head_dim_ = 0;
-  int64_t v_head_dim_ = 0;
-  float eps_ = 0.0f;
+  QkvSpec qkv_;  // heads, head dims and the q/k norm
   RopeParams rope_;
   AttentionParams params_;
 };

@@ -44,8 +44,8 @@ CublasGemm::~CublasGemm() {
 // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T... with W's bytes read
 // as a column-major [k, n] matrix (transposed: op T) and x's as column-major [k, m] (op N).
 Expected<CublasGemm::Plan*> CublasGemm::plan(int64_t m, int64_t n, int64_t k, int64_t ldx,
-                                             bool y_f32) {
-  const Key key{m, n, k, ldx, y_f32};
+                                             int64_t ldy, bool y_f32) {
+  const Key key{m, n, k, ldx, ldy, y_f32};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   Plan p;
@@ -58,7 +58,7 @@ Expected<CublasGemm::Plan*> CublasGemm::plan(int64_t m, int64_t n, int64_t k, in
   LOCUS_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
                                       static_cast<uint64_t>(m), ldx));
   LOCUS_LT(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF,
-                                      static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+                                      static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldy));
   cublasLtMatmulPreference_t pref = nullptr;
   LOCUS_LT(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
@@ -83,10 +83,10 @@ Expected<CublasGemm::Plan*> CublasGemm::plan(int64_t m, int64_t n, int64_t k, in
 }
 
 Status CublasGemm::linear(const void* x, int64_t ldx, const void* w, void* y, bool y_f32, int64_t m,
-                          int64_t n, int64_t k) {
+                          int64_t n, int64_t k, int64_t ldy) {
   if (m == 0 || n == 0) return Status::ok();
   std::lock_guard lock(mutex_);
-  LOCUS_ASSIGN_OR_RETURN(Plan * p, plan(m, n, k, ldx, y_f32));
+  LOCUS_ASSIGN_OR_RETURN(Plan * p, plan(m, n, k, ldx, ldy > 0 ? ldy : n, y_f32));
   const float alpha = 1.0f, beta = 0.0f;
   LOCUS_LT(cublasLtMatmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo,
                           workspace_, workspace_bytes_, stream_));

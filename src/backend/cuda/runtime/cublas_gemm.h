@@ -27,10 +27,10 @@ class CublasGemm {
   CublasGemm(const CublasGemm&) = delete;
   CublasGemm& operator=(const CublasGemm&) = delete;
 
-  // y = x W^T: x bf16 [m, k] (row stride ldx), w bf16 [n, k] contiguous, y [m, n] contiguous
-  // (bf16, or f32 when y_f32).
+  // y = x W^T: x bf16 [m, k] (row stride ldx), w bf16 [n, k] contiguous, y [m, n] with row
+  // stride ldy (0 = n; bf16, or f32 when y_f32).
   Status linear(const void* x, int64_t ldx, const void* w, void* y, bool y_f32, int64_t m,
-                int64_t n, int64_t k);
+                int64_t n, int64_t k, int64_t ldy = 0);
 
   // Column-major strided-batched bf16 GEMM C = op(A) op(B) (cublasGemmStridedBatchedEx, f32
   // compute): the MLA absorption products.
@@ -44,10 +44,10 @@ class CublasGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
   CublasGemm() = default;
-  Expected<Plan*> plan(int64_t m, int64_t n, int64_t k, int64_t ldx, bool y_f32);
+  Expected<Plan*> plan(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy, bool y_f32);
 
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

@@ -387,10 +387,13 @@ Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tens
   // cuBLASLt, which already streams it at full bandwidth.
   if (options_.small_batch_gemv && n <= kGemvMaxColumns && x.stride(0) % 8 == 0 &&
       cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k))) {
-    LOCUS_RETURN_IF_ERROR(cuda_status(
-        "linear (gemv)",
-        cuda::launch_gemv(x.raw_data(), x.stride(0), w.weight.raw_data(), out.raw_data(), y_f32,
-                          static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), stream_)));
+    cuda::GemvSegments seg;
+    seg.seg[0] = {w.weight.raw_data(), w.bias.defined() ? w.bias.data<float>() : nullptr,
+                  static_cast<int>(n)};
+    seg.count = 1;
+    return cuda_status("linear (gemv)", cuda::launch_gemv_segments(
+                                            x.raw_data(), x.stride(0), seg, out.raw_data(), y_f32,
+                                            static_cast<int>(m), static_cast<int>(k), stream_));
   } else {
     LOCUS_RETURN_IF_ERROR(gemm_->linear(x.raw_data(), x.stride(0), w.weight.raw_data(),
                                         out.raw_data(), y_f32, m, n, k));
@@ -398,7 +401,7 @@ Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tens
   if (w.bias.defined()) {
     LOCUS_RETURN_IF_ERROR(cuda_status(
         "linear bias",
-        cuda::launch_add_bias(out.raw_data(), w.bias.data<float>(), m, n, y_f32, stream_)));
+        cuda::launch_add_bias(out.raw_data(), n, w.bias.data<float>(), m, n, y_f32, stream_)));
   }
   return Status::ok();
 }
@@ -425,14 +428,17 @@ Status CudaBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Ten
                                          wt.data<float>(), eps, out.raw_data(), stream_));
 }
 
+Expected<Tensor> CudaBackend::rope_table(const RopeParams& params) {
+  std::vector<uint64_t> bytes((params.inv_freq.nbytes() + 7) / 8, 0);
+  std::memcpy(bytes.data(), params.inv_freq.raw_data(), params.inv_freq.nbytes());
+  return cached_upload(rope_tables_, params.inv_freq.raw_data(), std::move(bytes), params.inv_freq);
+}
+
 Status CudaBackend::do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
   auto timer = profile("rope", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("rope", "x", x));
   LOCUS_ASSIGN_OR_RETURN(Tensor pos, ensure_device(positions, DType::kI32));
-  std::vector<uint64_t> bytes((params.inv_freq.nbytes() + 7) / 8, 0);
-  std::memcpy(bytes.data(), params.inv_freq.raw_data(), params.inv_freq.nbytes());
-  LOCUS_ASSIGN_OR_RETURN(Tensor table, cached_upload(rope_tables_, params.inv_freq.raw_data(),
-                                                     std::move(bytes), params.inv_freq));
+  LOCUS_ASSIGN_OR_RETURN(Tensor table, rope_table(params));
   return cuda_status(
       "rope", cuda::launch_rope(x.raw_data(), x.size(0), x.size(1), x.stride(0), x.stride(1),
                                 pos.data<int32_t>(), table.data<float>(),

@@ -113,6 +113,13 @@ class CudaBackend final : public Ops {
   Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
   Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  // cuda_fused.cc: the copy and the fused ops.
+  Status do_copy(const Tensor& src, Tensor& dst) override;
+  Status do_merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
+                          Tensor& out) override;
+  Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
+                                   const RopeParams& rope, const Tensor& slot_mapping,
+                                   Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
   Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                            Tensor& k_cache, Tensor& v_cache) override;
   Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -146,6 +153,8 @@ class CudaBackend final : public Ops {
                           const AttentionMetadata& metadata, float scale, int64_t sliding_window,
                           Tensor& out);
   Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
+  // A rope's inv_freq on the device (uploaded once per RopeParams).
+  Expected<Tensor> rope_table(const RopeParams& params);
 
   struct Slab;
   // A timing scope for one op when LOCUS_CUDA_OP_PROFILE is set (and nothing is capturing).

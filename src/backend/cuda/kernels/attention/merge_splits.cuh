@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
 
@@ -15,6 +16,7 @@ namespace locus::cuda::attention {
 // sum_s w_s l_s with w_s = exp2(max_s - max).
 __global__ void merge_splits_kernel(const float* partial_out, const float* partial_stats,
                                     int num_splits, int v_head_dim, __nv_bfloat16* out) {
+  pdl_launch_dependents();
   const int64_t row = blockIdx.x;
   const float2* stats = reinterpret_cast<const float2*>(partial_stats) + row * num_splits;
   const float* partial = partial_out + row * num_splits * v_head_dim;

@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
 
@@ -122,6 +123,7 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   static_assert(kSCols % 16 == 0 && kOCols % 16 == 0, "ldmatrix.x4 covers 16 columns");
   static_assert(kHeadDimCap % 16 == 0 && kVHeadDimCap % 16 == 0, "caps are multiples of 16");
 
+  pdl_launch_dependents();  // the o projection after us prefetches its weights meanwhile
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;

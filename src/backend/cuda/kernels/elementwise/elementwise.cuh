@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 // Internal linkage: each .cu that includes this gets its own copy of the kernels it launches.
 namespace locus::cuda::elementwise {
@@ -58,6 +59,7 @@ __global__ void gather_rows_kernel(const char* x, int64_t x_rows, int64_t row_by
 }
 
 __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16* out) {
+  pdl_launch_dependents();
   const int64_t row = blockIdx.x;
   const int64_t i = row / x.dim1;
   const int64_t j = row % x.dim1;
@@ -76,6 +78,7 @@ __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16*
 
 __global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, const float* weight,
                                     float eps, bf16* out) {
+  pdl_launch_dependents();  // the GEMV after us prefetches its weights meanwhile
   const int64_t row = blockIdx.x;
   bf16* r = residual + row * n;
   const bf16* xr = x + row * n;
@@ -162,11 +165,12 @@ __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
 }
 
 template <typename T>
-__global__ void add_bias_kernel(T* out, const float* bias, int64_t rows, int64_t n) {
+__global__ void add_bias_kernel(T* out, int64_t ld, const float* bias, int64_t rows, int64_t n) {
   const int64_t total = rows * n;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    store_f(out, e, load_f(out, e) + bias[e % n]);
+    const int64_t at = (e / n) * ld + e % n;
+    store_f(out, at, load_f(out, at) + bias[e % n]);
   }
 }
 

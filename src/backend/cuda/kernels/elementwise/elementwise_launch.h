@@ -50,9 +50,9 @@ cudaError_t launch_silu_and_mul(const void* gate, int64_t gate_stride, const voi
 // out = a + b over n contiguous elements, bf16 (f32 when is_f32). out may alias a.
 cudaError_t launch_add(const void* a, const void* b, void* out, int64_t n, bool is_f32,
                        cudaStream_t stream);
-// out[r, c] += bias[c] for a contiguous [rows, n] matrix (bf16, or f32 when is_f32).
-cudaError_t launch_add_bias(void* out, const float* bias, int64_t rows, int64_t n, bool is_f32,
-                            cudaStream_t stream);
+// out[r * ld + c] += bias[c] for r < rows, c < n (bf16, or f32 when is_f32).
+cudaError_t launch_add_bias(void* out, int64_t ld, const float* bias, int64_t rows, int64_t n,
+                            bool is_f32, cudaStream_t stream);
 // Converts n contiguous f32 values to bf16, or bf16 to f32.
 cudaError_t launch_f32_to_bf16(const float* src, void* dst, int64_t n, cudaStream_t stream);
 cudaError_t launch_bf16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
@@ -76,6 +76,30 @@ struct KvWriteArgs {
   int64_t v_head_dim = 0;
 };
 cudaError_t launch_write_kv_cache(const KvWriteArgs& args, cudaStream_t stream);
+// Ops::qkv_norm_rope_write_kv for per-head or no q/k norm, one warp per head: reads the fused
+// QKV row of token t, normalizes q and k heads (weights [head_dim] f32; null = no norm), rotates
+// them, writes q to q_out [T, H, D] and k, v to the NHD caches at slot_mapping[t] (slots < 0
+// skipped). Rounds to bf16 where the unfused rms_norm -> rope -> write_kv_cache path does.
+struct QkvRopeArgs {
+  const void* qkv = nullptr;
+  int64_t qkv_stride = 0;  // elements between tokens
+  int64_t tokens = 0;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, v_head_dim = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  int rotary_dim = 0;
+  float attention_factor = 1.0f;
+  bool neox = true;
+  const int64_t* slot_mapping = nullptr;
+  void* k_cache = nullptr;  // [blocks, block_size, H_kv, D]
+  void* v_cache = nullptr;  // [blocks, block_size, H_kv, D_v]
+  void* q_out = nullptr;
+};
+// head_dim and v_head_dim: multiples of 2 up to 512; rotary_dim even, <= head_dim.
+cudaError_t launch_qkv_norm_rope_write_kv(const QkvRopeArgs& args, cudaStream_t stream);
 // MLA: cache[slot] = [latent[t], k_pe[t]] (rank + rope elements per slot).
 cudaError_t launch_write_mla_cache(const void* latent, int64_t latent_stride, int64_t rank,
                                    const void* k_pe, int64_t k_pe_stride, int64_t rope_dim,

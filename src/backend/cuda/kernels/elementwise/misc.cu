@@ -46,15 +46,15 @@ cudaError_t launch_add(const void* a, const void* b, void* out, int64_t n, bool 
   return cudaGetLastError();
 }
 
-cudaError_t launch_add_bias(void* out, const float* bias, int64_t rows, int64_t n, bool is_f32,
-                            cudaStream_t stream) {
+cudaError_t launch_add_bias(void* out, int64_t ld, const float* bias, int64_t rows, int64_t n,
+                            bool is_f32, cudaStream_t stream) {
   if (rows * n == 0) return cudaSuccess;
   if (is_f32) {
     add_bias_kernel<float><<<grid_for(rows * n, kThreads), kThreads, 0, stream>>>(
-        static_cast<float*>(out), bias, rows, n);
+        static_cast<float*>(out), ld, bias, rows, n);
   } else {
     add_bias_kernel<bf16><<<grid_for(rows * n, kThreads), kThreads, 0, stream>>>(
-        static_cast<bf16*>(out), bias, rows, n);
+        static_cast<bf16*>(out), ld, bias, rows, n);
   }
   return cudaGetLastError();
 }

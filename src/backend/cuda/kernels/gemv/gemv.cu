@@ -1,4 +1,6 @@
 // Launchers of the small-batch GEMV kernels: shape checks, the M dispatch, grids.
+#include <utility>
+
 #include "backend/cuda/kernels/gemv/gemv.cuh"
 
 namespace locus::cuda {
@@ -6,22 +8,43 @@ namespace {
 
 using gemv::bf16;
 
+// Raises a kernel's dynamic shared memory limit when it needs more than the default 48 KiB. A
+// function attribute, not a stream operation: allowed while a graph is being captured.
+template <typename Kernel>
+cudaError_t allow_smem(Kernel* kernel, size_t smem) {
+  if (smem <= 48u * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(smem));
+}
+
+// Launches as a programmatic dependent of the previous kernel in the stream (the kernels call
+// pdl_wait before reading anything that kernel writes).
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, size_t smem, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(gemv::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 template <int M>
-cudaError_t launch_dense(const void* x, int64_t x_stride, const void* w, void* y, bool y_f32, int n,
-                         int k, cudaStream_t stream) {
+cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
+                         bool y_f32, int n, int k, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(M) * static_cast<size_t>(k) * sizeof(bf16);
   const int rows_per_cta = gemv::kWarps * gemv::kRowsPerWarp;
   const dim3 grid(static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta));
   auto* kernel = y_f32 ? gemv::dense_gemv_kernel<M, true> : gemv::dense_gemv_kernel<M, false>;
-  if (smem > 48u * 1024) {
-    // A function attribute, not a stream operation: allowed while a graph is being captured.
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
-  kernel<<<grid, gemv::kThreads, smem, stream>>>(static_cast<const bf16*>(x), x_stride,
-                                                 static_cast<const bf16*>(w), y, n, k);
-  return cudaGetLastError();
+  const cudaError_t err = allow_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  return launch_pdl(kernel, grid, smem, stream, static_cast<const bf16*>(x), x_stride, w, y, n, k);
 }
 
 bool aligned_16(const void* p) {
@@ -35,10 +58,16 @@ bool gemv_supported(int m, int n, int k) {
          static_cast<size_t>(m) * static_cast<size_t>(k) * sizeof(bf16) <= gemv::kMaxSharedBytes;
 }
 
-cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void* y, bool y_f32,
-                        int m, int n, int k, cudaStream_t stream) {
+cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const GemvSegments& w,
+                                 void* y, bool y_f32, int m, int k, cudaStream_t stream) {
+  if (w.count < 1 || w.count > kGemvMaxSegments) return cudaErrorInvalidValue;
+  int n = 0;
+  for (int s = 0; s < w.count; ++s) {
+    if (w.seg[s].rows < 1 || !aligned_16(w.seg[s].w)) return cudaErrorInvalidValue;
+    n += w.seg[s].rows;
+  }
   if (!gemv_supported(m, n, k) || x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x) ||
-      !aligned_16(w) || y == nullptr)
+      y == nullptr)
     return cudaErrorInvalidValue;
   switch (m) {
     case 1:
@@ -58,6 +87,15 @@ cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void
     default:
       return launch_dense<8>(x, x_row_stride, w, y, y_f32, n, k, stream);
   }
+}
+
+cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void* y, bool y_f32,
+                        int m, int n, int k, cudaStream_t stream) {
+  GemvSegments segments;
+  segments.seg[0].w = w;
+  segments.seg[0].rows = n;
+  segments.count = 1;
+  return launch_gemv_segments(x, x_row_stride, segments, y, y_f32, m, k, stream);
 }
 
 bool moe_gemv_supported(const MoeGemvArgs& a) {
@@ -86,30 +124,21 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
   const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
   const size_t down_smem =
       static_cast<size_t>(a.top_k) * static_cast<size_t>(a.inter) * sizeof(bf16);
-  cudaError_t err = cudaSuccess;
-  if (up_smem > 48u * 1024)
-    err = cudaFuncSetAttribute(gemv::moe_gate_up_gemv_kernel,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(up_smem));
+  cudaError_t err = allow_smem(gemv::moe_gate_up_gemv_kernel, up_smem);
   if (err != cudaSuccess) return err;
-  if (down_smem > 48u * 1024)
-    err = cudaFuncSetAttribute(gemv::moe_down_gemv_kernel,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(down_smem));
+  err = allow_smem(gemv::moe_down_gemv_kernel, down_smem);
   if (err != cudaSuccess) return err;
   const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
                      static_cast<unsigned>(a.num_tokens * a.top_k));
-  gemv::moe_gate_up_gemv_kernel<<<up_grid, gemv::kThreads, up_smem, stream>>>(
-      static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h, a.num_experts,
-      a.top_k, a.hidden, a.inter);
-  err = cudaGetLastError();
+  err = launch_pdl(gemv::moe_gate_up_gemv_kernel, up_grid, up_smem, stream,
+                   static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,
+                   a.num_experts, a.top_k, a.hidden, a.inter);
   if (err != cudaSuccess) return err;
   const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(a.num_tokens));
-  gemv::moe_down_gemv_kernel<<<down_grid, gemv::kThreads, down_smem, stream>>>(
-      h, a.topk_ids, a.topk_weights, a.down_w, static_cast<bf16*>(a.out), a.num_experts, a.top_k,
-      a.hidden, a.inter);
-  return cudaGetLastError();
+  return launch_pdl(gemv::moe_down_gemv_kernel, down_grid, down_smem, stream,
+                    static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
+                    static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
 }
 
 }  // namespace locus::cuda

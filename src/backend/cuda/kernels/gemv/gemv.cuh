@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 // Internal linkage: each .cu that includes this gets its own copy of the kernels it launches.
 namespace locus::cuda::gemv {
@@ -42,6 +43,10 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+__device__ inline void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Weights are read once per step: keep them from displacing activations in L1.
 __device__ inline uint4 load_weight(const uint4* p) {
   return __ldcs(p);
@@ -53,26 +58,44 @@ __device__ inline void stage_row(uint4* dst, const bf16* src, int chunks) {
     dst[c] = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(c) * 8);
 }
 
-// y[m, j] for M rows of x and rows j of w; grid.x covers n in kWarps * kRowsPerWarp rows.
+// y[m, j] for M rows of x and output columns j of the segments; grid.x covers the columns in
+// kWarps * kRowsPerWarp rows. Launched as a programmatic dependent: the weights (constant
+// across steps) are prefetched into L2 before waiting on the previous kernel, whose output x is.
 template <int M, bool kF32Out>
 __global__ void __launch_bounds__(kThreads)
-    dense_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride, const bf16* __restrict__ w,
+    dense_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride, GemvSegments w,
                       void* __restrict__ y, int n, int k) {
   extern __shared__ uint4 xs[];  // [M][k / 8]
+  pdl_launch_dependents();
   const int chunks = k / 8;
-  for (int m = 0; m < M; ++m)
-    stage_row(xs + m * chunks, x + m * x_stride, chunks);
-  __syncthreads();
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int row0 = (blockIdx.x * kWarps + warp) * kRowsPerWarp;
-  if (row0 >= n) return;
   const uint4* wrow[kRowsPerWarp];
+  const float* brow[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int row = row0 + r < n ? row0 + r : n - 1;  // a duplicate row past n is never written
-    wrow[r] = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * k);
+    int row = row0 + r < n ? row0 + r : n - 1;  // a duplicate row past n is never written
+    int s = 0;
+    while (s + 1 < w.count && row >= w.seg[s].rows) {
+      row -= w.seg[s].rows;
+      ++s;
+    }
+    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const bf16*>(w.seg[s].w) +
+                                             static_cast<int64_t>(row) * k);
+    brow[r] = w.seg[s].bias != nullptr ? w.seg[s].bias + row : nullptr;
   }
+  if (row0 < n) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      for (int c = lane * 8; c < chunks; c += 32 * 8)  // one prefetch per 128-byte line
+        prefetch_l2(wrow[r] + c);
+  }
+  pdl_wait();
+  for (int m = 0; m < M; ++m)
+    stage_row(xs + m * chunks, x + m * x_stride, chunks);
+  __syncthreads();
+  if (row0 >= n) return;
   float acc[kRowsPerWarp][M];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r)
@@ -97,7 +120,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float v = warp_sum(acc[r][m]);
+      float v = warp_sum(acc[r][m]);
+      if (brow[r] != nullptr) v += *brow[r];
       if (lane == 0 && row0 + r < n) {
         const int64_t at = static_cast<int64_t>(m) * n + row0 + r;
         if constexpr (kF32Out) {
@@ -121,6 +145,8 @@ __global__ void __launch_bounds__(kThreads)
                             const void* const* up_w, bf16* __restrict__ h, int num_experts,
                             int top_k, int hidden, int inter) {
   extern __shared__ uint4 xs[];  // [hidden / 8]
+  pdl_launch_dependents();
+  pdl_wait();  // x and topk_ids come from the kernels before
   const int p = blockIdx.y;
   const int t = p / top_k;
   const int chunks = hidden / 8;
@@ -160,6 +186,8 @@ __global__ void __launch_bounds__(kThreads)
                          bf16* __restrict__ out, int num_experts, int top_k, int hidden,
                          int inter) {
   extern __shared__ uint4 hs[];  // [top_k][inter / 8]
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.y;
   const int chunks = inter / 8;
   stage_row(hs, h + static_cast<int64_t>(t) * top_k * inter, chunks * top_k);

@@ -2,6 +2,8 @@
 // where a tensor-core GEMM tile wastes most of its rows and cuBLAS picks kernels far from the
 // memory roofline. Every output row is one warp streaming its weight row with 16-byte loads;
 // x sits in shared memory. No host synchronization, no allocation: graph-capturable.
+// The dense launches use programmatic dependent launch (sm_90): a GEMV starts while the kernel
+// before it finishes and pulls its weights into L2 before it waits for that kernel's output.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,6 +25,22 @@ bool gemv_supported(int m, int n, int k);
 // Accumulation in f32. x, w 16-byte aligned, x_row_stride a multiple of 8.
 cudaError_t launch_gemv(const void* x, int64_t x_row_stride, const void* w, void* y, bool y_f32,
                         int m, int n, int k, cudaStream_t stream);
+
+// Several weights that read the same x, as one launch (fused QKV): output columns
+// [0, rows_0) come from segment 0, the next rows_1 from segment 1, and so on; each segment may
+// add an f32 bias. y is contiguous [m, sum of rows] (bf16, or f32 when y_f32).
+inline constexpr int kGemvMaxSegments = 4;
+struct GemvSegment {
+  const void* w = nullptr;      // bf16 [rows, k], 16-byte aligned
+  const float* bias = nullptr;  // [rows] or null
+  int rows = 0;
+};
+struct GemvSegments {
+  GemvSegment seg[kGemvMaxSegments];
+  int count = 0;
+};
+cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const GemvSegments& w,
+                                 void* y, bool y_f32, int m, int k, cudaStream_t stream);
 
 // The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
 // h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then

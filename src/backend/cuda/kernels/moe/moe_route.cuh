@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/moe/moe_launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::moe {
 
@@ -70,6 +71,7 @@ static __global__ void __launch_bounds__(kRouteWarpsPerBlock * 32)
     moe_route_kernel(const MoeRouteArgs args) {
   using namespace route_detail;
   extern __shared__ float route_scratch[];
+  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int token = blockIdx.x * kRouteWarpsPerBlock + warp;
