@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libopenblas-dev libboost-dev prometheus-cpp-dev
+  librsvg2-bin  # rsvg-convert: `locus bench plot --png`
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
 )

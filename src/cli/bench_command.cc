@@ -168,9 +168,12 @@ int run_latency_command(const LatencyCliOptions& o) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput, serve)");
+  CLI::App* bench =
+      app.add_subcommand("bench", "Benchmarks (latency, throughput, serve, sweep, plot)");
   bench->require_subcommand(1);
   add_bench_serve_command(bench, run);
+  add_bench_sweep_command(bench, run);
+  add_bench_plot_command(bench, run);
   add_bench_throughput_command(bench, run);
   auto o = std::make_shared<LatencyCliOptions>();
   CLI::App* cmd = bench->add_subcommand(

@@ -20,5 +20,7 @@ void add_bench_command(CLI::App& app, Runner& run);
 // `bench serve` (bench_serve_command.cc), added under `bench` by add_bench_command.
 void add_bench_serve_command(CLI::App* bench, Runner& run);
 void add_bench_throughput_command(CLI::App* bench, Runner& run);
+void add_bench_sweep_command(CLI::App* bench, Runner& run);
+void add_bench_plot_command(CLI::App* bench, Runner& run);
 
 }  // namespace locus::cli

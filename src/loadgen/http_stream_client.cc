@@ -69,7 +69,7 @@ net::awaitable<RequestRecord> post_streaming(const ServerAddress& server,
                                              const StreamRequest& request,
                                              std::chrono::steady_clock::time_point epoch) {
   auto executor = co_await net::this_coro::executor;
-  StreamRecorder recorder(seconds_since(epoch), request.prompt_tokens);
+  StreamRecorder recorder(seconds_since(epoch), request.prompt_tokens, request.keep_text);
   beast::tcp_stream stream(executor);
   stream.expires_after(request.timeout);
   // Errors come back in `ec`; the token is a named object because GCC 12 mishandles

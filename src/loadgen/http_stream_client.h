@@ -33,6 +33,7 @@ struct StreamRequest {
   std::string body;  // JSON
   std::string api_key;
   int64_t prompt_tokens = 0;
+  bool keep_text = false;                  // RequestRecord::generated_text
   std::chrono::seconds timeout{6 * 3600};  // vLLM's aiohttp default: 6 hours
 };
 

@@ -16,67 +16,81 @@
 
 #include "core/progress.h"
 #include "loadgen/arrivals.h"
+#include "loadgen/serve_run.h"
 
 namespace locus::loadgen {
 
 namespace net = boost::asio;
 using Json = nlohmann::json;
 
-Json request_body(const ServeBenchOptions& o, size_t i) {
-  const BenchRequest& r = o.requests[i];
+bool is_chat_endpoint(const ServeBenchOptions& o) {
+  return o.endpoint.ends_with("/chat/completions");
+}
+
+Json base_request_body(const ServeBenchOptions& o, int64_t max_tokens) {
   Json body;
   body["model"] = o.model;
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
   body["temperature"] = o.temperature;
-  if (o.endpoint.ends_with("/chat/completions")) {
-    body["messages"] = Json::array({{{"role", "user"}, {"content", r.prompt_text}}});
-    body["max_completion_tokens"] = r.output_len;
-  } else {
-    if (r.prompt_text.empty()) {
-      body["prompt"] = r.prompt_ids;
-    } else {
-      body["prompt"] = r.prompt_text;
-    }
-    body["max_tokens"] = r.output_len;
-  }
+  body[is_chat_endpoint(o) ? "max_completion_tokens" : "max_tokens"] = max_tokens;
   if (o.ignore_eos) body["ignore_eos"] = true;
   return body;
 }
 
-namespace {
+Json request_body(const ServeBenchOptions& o, size_t i) {
+  const BenchRequest& r = o.requests[i];
+  Json body = base_request_body(o, r.output_len);
+  if (is_chat_endpoint(o)) {
+    body["messages"] = Json::array({{{"role", "user"}, {"content", r.prompt_text}}});
+  } else if (r.prompt_text.empty()) {
+    body["prompt"] = r.prompt_ids;
+  } else {
+    body["prompt"] = r.prompt_text;
+  }
+  return body;
+}
 
-struct Run {
-  const ServeBenchOptions& o;
-  std::chrono::steady_clock::time_point epoch;
-  std::vector<RequestRecord> records;
-  int in_flight = 0;
-  int remaining = 0;
-  std::unique_ptr<net::steady_timer> slot_free;  // cancelled whenever a request finishes
-  std::unique_ptr<Progress> progress;
-};
+net::awaitable<void> acquire_request_slot(ServeRun& run) {
+  // slot_free never expires: cancel() is how every wait ends. Re-arming it here would cancel the
+  // other waiters (agentic sessions wait side by side) and they would wake each other forever.
+  // A named token (GCC 12 mishandles temporaries inside co_await expressions).
+  boost::system::error_code ec;
+  auto token = net::redirect_error(net::use_awaitable, ec);
+  while (run.o.max_concurrency > 0 && run.in_flight >= run.o.max_concurrency) {
+    co_await run.slot_free->async_wait(token);
+  }
+  ++run.in_flight;
+}
 
-net::awaitable<void> one_request(Run& run, size_t i, std::string body, int64_t prompt_tokens) {
+net::awaitable<RequestRecord> send_request(ServeRun& run, std::string& body,
+                                           const int64_t& prompt_tokens, const bool& keep_text) {
   StreamRequest req;
   req.path = run.o.endpoint;
   req.body = std::move(body);
   req.api_key = run.o.api_key;
   req.prompt_tokens = prompt_tokens;
+  req.keep_text = keep_text;
   RequestRecord record = co_await post_streaming(run.o.server, req, run.epoch);
-  run.records[i] = std::move(record);
   --run.in_flight;
-  --run.remaining;
   if (run.progress) run.progress->advance();
   run.slot_free->cancel();
+  co_return record;
+}
+
+namespace {
+
+net::awaitable<void> one_request(ServeRun& run, size_t i, std::string body, int64_t prompt_tokens) {
+  const bool keep_text = false;
+  RequestRecord record = co_await send_request(run, body, prompt_tokens, keep_text);
+  run.records[i] = std::move(record);
 }
 
 // Sends request i at arrival[i] (seconds from the start), holding it while max_concurrency
-// requests are in flight (vLLM's semaphore: the wait delays the send, not the schedule).
-net::awaitable<void> dispatch(Run& run, std::vector<double> arrivals) {
+// requests are in flight.
+net::awaitable<void> dispatch(ServeRun& run, std::vector<double> arrivals) {
   auto executor = co_await net::this_coro::executor;
   net::steady_timer timer(executor);
-  // Cancellation is how the waits normally end; a named token (GCC 12 mishandles temporaries
-  // inside co_await expressions).
   boost::system::error_code ec;
   auto token = net::redirect_error(net::use_awaitable, ec);
   for (size_t i = 0; i < run.o.requests.size(); ++i) {
@@ -86,11 +100,7 @@ net::awaitable<void> dispatch(Run& run, std::vector<double> arrivals) {
       timer.expires_at(when);
       co_await timer.async_wait(token);
     }
-    while (run.o.max_concurrency > 0 && run.in_flight >= run.o.max_concurrency) {
-      run.slot_free->expires_at(std::chrono::steady_clock::time_point::max());
-      co_await run.slot_free->async_wait(token);
-    }
-    ++run.in_flight;
+    co_await acquire_request_slot(run);
     std::string body = request_body(run.o, i).dump();
     const auto prompt_tokens = static_cast<int64_t>(run.o.requests[i].prompt_ids.size());
     net::co_spawn(executor, one_request(run, i, std::move(body), prompt_tokens), net::detached);
@@ -107,8 +117,14 @@ net::awaitable<void> scrape_prefix_cache(const ServerAddress& server, std::strin
 }  // namespace
 
 Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
-  if (o.requests.empty()) return invalid_argument("bench serve: no requests to send");
-  if (o.endpoint.ends_with("/chat/completions")) {
+  const AgenticWorkload* agentic = o.agentic.get();
+  if (agentic != nullptr) {
+    if (agentic->options.sessions <= 0 || agentic->options.turns <= 0) {
+      return invalid_argument("bench serve: the agentic workload needs sessions and turns");
+    }
+  } else if (o.requests.empty()) {
+    return invalid_argument("bench serve: no requests to send");
+  } else if (is_chat_endpoint(o)) {
     for (const BenchRequest& r : o.requests) {
       if (r.prompt_text.empty()) {
         return invalid_argument("bench serve: the chat endpoint needs every prompt as text");
@@ -118,14 +134,15 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
   net::io_context io;
   // Warm-ups: sent together, waited for, not measured (vLLM sends them before the run).
   if (o.num_warmups > 0) {
-    Run warm{o, std::chrono::steady_clock::now(), {}, 0, 0, nullptr, nullptr};
-    warm.records.resize(o.requests.size());
-    warm.slot_free = std::make_unique<net::steady_timer>(io);
-    for (int w = 0; w < o.num_warmups; ++w) {
-      const size_t i = static_cast<size_t>(w) % o.requests.size();
+    ServeRun warm{o, std::chrono::steady_clock::now(), {}, 0, nullptr, nullptr};
+    warm.records.resize(static_cast<size_t>(o.num_warmups));
+    warm.slot_free =
+        std::make_unique<net::steady_timer>(io, std::chrono::steady_clock::time_point::max());
+    for (size_t w = 0; w < warm.records.size(); ++w) {
+      std::string body = agentic != nullptr ? agentic_warmup_body(o)
+                                            : request_body(o, w % o.requests.size()).dump();
       ++warm.in_flight;
-      ++warm.remaining;
-      net::co_spawn(io, one_request(warm, i, request_body(o, i).dump(), 0), net::detached);
+      net::co_spawn(io, one_request(warm, w, std::move(body), 0), net::detached);
     }
     io.run();
     io.restart();
@@ -140,17 +157,26 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
   io.restart();
 
   const double rate = o.request_rate > 0 ? o.request_rate : INFINITY;
-  std::vector<double> arrivals =
-      arrival_times(static_cast<int>(o.requests.size()), rate, o.burstiness, o.seed);
-  Run run{o, std::chrono::steady_clock::now(), {}, 0, 0, nullptr, nullptr};
-  run.records.resize(o.requests.size());
-  run.remaining = static_cast<int>(o.requests.size());
-  run.slot_free = std::make_unique<net::steady_timer>(io);
+  const size_t num_records = agentic != nullptr ? static_cast<size_t>(agentic->options.sessions) *
+                                                      static_cast<size_t>(agentic->options.turns)
+                                                : o.requests.size();
+  // Agentic: the arrival process paces session starts; turns follow replies.
+  const int num_arrivals =
+      agentic != nullptr ? agentic->options.sessions : static_cast<int>(o.requests.size());
+  std::vector<double> arrivals = arrival_times(num_arrivals, rate, o.burstiness, o.seed);
+  ServeRun run{o, std::chrono::steady_clock::now(), {}, 0, nullptr, nullptr};
+  run.records.resize(num_records);
+  run.slot_free =
+      std::make_unique<net::steady_timer>(io, std::chrono::steady_clock::time_point::max());
   if (o.progress) {
-    run.progress = std::make_unique<Progress>("bench serve",
-                                              static_cast<int64_t>(o.requests.size()), "requests");
+    run.progress =
+        std::make_unique<Progress>("bench serve", static_cast<int64_t>(num_records), "requests");
   }
-  net::co_spawn(io, dispatch(run, std::move(arrivals)), net::detached);
+  if (agentic != nullptr) {
+    net::co_spawn(io, run_agentic_sessions(run, std::move(arrivals)), net::detached);
+  } else {
+    net::co_spawn(io, dispatch(run, std::move(arrivals)), net::detached);
+  }
   io.run();
   const double duration = seconds_since(run.epoch);
   if (run.progress) run.progress->finish();
@@ -168,6 +194,12 @@ Expected<ServeBenchResult> run_serve_bench(const ServeBenchOptions& o) {
         result.first_errors.end()) {
       result.first_errors.push_back(r.error);
     }
+  }
+  if (agentic != nullptr) {
+    result.agentic = agentic_turn_stats(run.records, agentic->options.turns);
+    // The replies were kept to build the next turns; the result does not need them.
+    for (RequestRecord& r : run.records)
+      std::string().swap(r.generated_text);
   }
   result.records = std::move(run.records);
   if (cache_before && cache_after) {
@@ -217,10 +249,44 @@ std::string format_serve_result(const ServeBenchResult& r, const ServeBenchOptio
   block("Time per Output Token (excl. 1st token)", "TPOT", m.tpot_ms);
   block("Inter-token Latency", "ITL", m.itl_ms);
   block("End-to-end Latency", "E2EL", m.e2el_ms);
+  if (r.agentic) s += format_agentic_stats(*r.agentic);
   s += std::string(50, '=') + "\n";
   for (const std::string& e : r.first_errors)
     s += "error: " + e + "\n";
   return s;
+}
+
+Json distribution_json(const Distribution& d) {
+  Json j = {{"count", d.count}, {"mean", d.mean}, {"median", d.median},
+            {"std", d.std},     {"min", d.min},   {"max", d.max}};
+  for (const auto& [p, v] : d.percentiles)
+    j[fmt::format("p{:g}", p)] = v;
+  return j;
+}
+
+Json serve_result_json(const ServeBenchResult& r) {
+  const ServeMetrics& m = r.metrics;
+  Json doc = {{"completed", m.completed},
+              {"failed", m.failed},
+              {"duration_s", m.duration_s},
+              {"total_input_tokens", m.total_input},
+              {"total_output_tokens", m.total_output},
+              {"request_throughput", m.request_throughput},
+              {"output_throughput", m.output_throughput},
+              {"total_token_throughput", m.total_token_throughput},
+              {"peak_concurrency", m.peak_concurrency},
+              {"ttft_ms", distribution_json(m.ttft_ms)},
+              {"tpot_ms", distribution_json(m.tpot_ms)},
+              {"itl_ms", distribution_json(m.itl_ms)},
+              {"e2el_ms", distribution_json(m.e2el_ms)},
+              {"errors", r.first_errors}};
+  if (m.goodput) doc["request_goodput"] = *m.goodput;
+  if (r.prefix_cache) {
+    doc["server_prefix_cache"] = {{"queries", r.prefix_cache->queries},
+                                  {"hits", r.prefix_cache->hits}};
+  }
+  if (r.agentic) doc["agentic"] = agentic_stats_json(*r.agentic);
+  return doc;
 }
 
 }  // namespace locus::loadgen

@@ -26,6 +26,9 @@ struct RequestRecord {
   double ttft_s = 0;
   double latency_s = 0;  // E2EL
   std::vector<double> itl_s;
+  // The reply's text (completions `text`, chat `delta.content`), kept only when the caller asks:
+  // the agentic workload sends it back as the next turn's assistant message.
+  std::string generated_text;
 };
 
 // mean / median / population std (numpy's) and numpy's linear-interpolated percentiles.

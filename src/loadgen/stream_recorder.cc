@@ -6,7 +6,8 @@ namespace locus::loadgen {
 
 using Json = nlohmann::json;
 
-StreamRecorder::StreamRecorder(double start_s, int64_t prompt_tokens) {
+StreamRecorder::StreamRecorder(double start_s, int64_t prompt_tokens, bool keep_text)
+    : keep_text_(keep_text) {
   record_.start_s = start_s;
   record_.prompt_tokens = prompt_tokens;
 }
@@ -56,9 +57,18 @@ void StreamRecorder::on_event(std::string_view data, double now_s) {
         auto f = obj.find(key);
         return f != obj.end() && f->is_string() && !f->get_ref<const std::string&>().empty();
       };
-      if (non_empty(choice, "text")) content = true;
+      if (non_empty(choice, "text")) {
+        content = true;
+        if (keep_text_) record_.generated_text += choice["text"].get_ref<const std::string&>();
+      }
       if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
-        if (non_empty(*delta, "content") || non_empty(*delta, "reasoning_content")) content = true;
+        if (non_empty(*delta, "content")) {
+          content = true;
+          // Reasoning is timed as content but not kept: clients do not send it back.
+          if (keep_text_)
+            record_.generated_text += (*delta)["content"].get_ref<const std::string&>();
+        }
+        if (non_empty(*delta, "reasoning_content")) content = true;
       }
       if (auto fr = choice.find("finish_reason"); fr != choice.end() && fr->is_string()) {
         finished_reason_ = true;

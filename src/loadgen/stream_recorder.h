@@ -17,8 +17,8 @@ namespace locus::loadgen {
 class StreamRecorder {
  public:
   // start_s: when the request was sent; prompt_tokens: the request's own count (kept unless the
-  // server's usage says otherwise).
-  StreamRecorder(double start_s, int64_t prompt_tokens);
+  // server's usage says otherwise); keep_text: collect the reply's text in the record.
+  StreamRecorder(double start_s, int64_t prompt_tokens, bool keep_text = false);
 
   // Bytes of the response body received at time now_s (seconds, the same clock as start_s).
   void feed(std::string_view bytes, double now_s);
@@ -39,6 +39,7 @@ class StreamRecorder {
   bool usage_seen_ = false;
   bool done_ = false;
   bool finished_reason_ = false;
+  bool keep_text_ = false;
   double last_content_s_ = 0;
 };
 

@@ -2,7 +2,8 @@
 // chat + completions, streaming and not, n=2, stop strings, logprobs, usage against /tokenize,
 // stream == non-stream for the same seed, 30+ malformed or hostile requests (each gets its
 // documented error and the server stays up with no leaked KV blocks), a client that disconnects
-// mid-stream, 500 concurrent streams, and a clean SIGTERM exit.
+// mid-stream, 500 concurrent streams, `locus bench serve` (random and agentic), `bench sweep` and
+// `bench plot` against this server, and a clean SIGTERM exit.
 //
 //   node tests/e2e/openai_e2e.mjs --locus build/cpu/locus --fixtures tests/fixtures \
 //        --tokenizer build/test-data/tokenizers/qwen3
@@ -352,6 +353,92 @@ await checks.run('locus bench serve measures this server (random dataset, Poisso
   assert(r.server_prefix_cache && r.server_prefix_cache.queries >= r.total_input_tokens,
          `server prefix cache counters: ${JSON.stringify(r.server_prefix_cache)}`);
   assert(/Prefix cache hit rate \(server\):/.test(run.stdout), 'hit rate in the table');
+});
+
+function runLocus(argv, env = process.env) {
+  return new Promise((resolve) => {
+    execFile(args.locus, argv, { env, timeout: 120000 },
+             (error, stdout, stderr) => resolve({ error, stdout, stderr }));
+  });
+}
+
+await checks.run('locus bench serve --dataset-name agentic: multi-turn sessions, TTFT per turn', async () => {
+  const out = `${modelDir}/bench-agentic.json`;
+  const run = await runLocus([
+    'bench', 'serve', '--base-url', base, '--model', 'tiny', '--tokenizer', modelDir,
+    '--endpoint', '/v1/chat/completions', '--dataset-name', 'agentic', '--agentic-sessions', '2',
+    '--agentic-turns', '3', '--agentic-system-len', '32', '--agentic-user-len', '8',
+    '--agentic-tool-result-len', '16', '--agentic-output-len', '8', '--ignore-eos',
+    '--disable-tqdm', '--save-result', '--result-filename', out,
+  ], { ...process.env, OPENAI_API_KEY: API_KEY });
+  assert(!run.error, `bench serve agentic failed: ${run.error}\n${run.stderr}`);
+  assert(/TTFT by turn/.test(run.stdout), `per-turn table:\n${run.stdout}`);
+  const r = JSON.parse(fs.readFileSync(out, 'utf8'));
+  assertEq(r.dataset.name, 'agentic', 'dataset name');
+  assertEq(r.dataset.agentic.sessions, 2, 'sessions');
+  assertEq(r.completed, 6, 'completed turns (2 sessions x 3)');
+  assertEq(r.failed, 0, `failed turns (${JSON.stringify(r.errors)})`);
+  assertEq(r.total_output_tokens, 6 * 8, 'ignore_eos: every turn gave 8 tokens');
+  const turns = r.agentic.ttft_by_turn;
+  assertEq(turns.map((t) => t.turn), [1, 2, 3], 'turn indices');
+  assert(turns.every((t) => t.count === 2 && t.mean_ttft_ms > 0), `per-turn counts ${JSON.stringify(turns)}`);
+  // Each turn re-sends the previous context + an 8-token reply + a 16-token tool result.
+  for (const k of [1, 2]) {
+    const grew = turns[k].mean_prompt_tokens - turns[k - 1].mean_prompt_tokens;
+    assert(grew >= 16, `turn ${k + 1} context grew by ${grew} tokens`);
+  }
+  const buckets = r.agentic.ttft_by_context;
+  assertEq(buckets.reduce((n, b) => n + b.count, 0), 6, 'every turn in a context bucket');
+  assert(buckets.every((b) => b.p90_ttft_ms >= b.p50_ttft_ms), 'bucket percentiles');
+  // Later turns re-send cached blocks: the server's prefix cache hits.
+  assert(r.server_prefix_cache && r.server_prefix_cache.hits > 0,
+         `prefix cache hits: ${JSON.stringify(r.server_prefix_cache)}`);
+});
+
+await checks.run('locus bench sweep over concurrency 1,2, then locus bench plot', async () => {
+  const out = `${modelDir}/bench-sweep.json`;
+  const run = await runLocus([
+    'bench', 'sweep', '--base-url', base, '--model', 'tiny', '--tokenizer', modelDir,
+    '--num-prompts', '4', '--random-input-len', '16', '--random-output-len', '8', '--ignore-eos',
+    '--max-concurrency', '1,2', '--target-tok-per-user', '1,1000000', '--label', 'locus e2e',
+    '--disable-tqdm', '--result-filename', out,
+  ], { ...process.env, OPENAI_API_KEY: API_KEY });
+  assert(!run.error, `bench sweep failed: ${run.error}\n${run.stderr}`);
+  assert(/Sweep Result/.test(run.stdout) && /not reached/.test(run.stdout), `table:\n${run.stdout}`);
+  const r = JSON.parse(fs.readFileSync(out, 'utf8'));
+  assertEq(r.command, 'bench sweep', 'command');
+  assertEq(r.label, 'locus e2e', 'label');
+  assertEq(r.parameter, 'max_concurrency', 'parameter');
+  assertEq(r.points.map((p) => p.sweep_value), [1, 2], 'swept values');
+  for (const p of r.points) {
+    assertEq(p.completed, 4, 'completed per point');
+    assertEq(p.failed, 0, `failed per point (${JSON.stringify(p.errors)})`);
+    assert(p.ttft_ms.count === 4 && p.tpot_ms.count === 4, 'a full bench serve result per point');
+    assert(p.summary.tok_per_user > 0 &&
+           Math.abs(p.summary.tok_per_user - 1000 / p.tpot_ms.median) < 1e-6, 'tok/s/user');
+    assertEq(p.summary.output_throughput_per_gpu, p.output_throughput, 'one GPU');
+  }
+  assertEq(r.points[1].max_concurrency, 2, 'point config');
+  assertEq(r.targets.map((t) => t.tok_per_user), [1, 1000000], 'targets');
+  assertEq(r.targets[1].output_throughput_per_gpu, null, '1M tok/s/user is not reached');
+
+  const svg = `${modelDir}/sweep.svg`;
+  const png = `${modelDir}/sweep.png`;
+  const plot = await runLocus(['bench', 'plot', out, '--output', svg, '--png', png]);
+  const text = fs.readFileSync(svg, 'utf8');
+  assert(text.startsWith('<?xml') && text.trimEnd().endsWith('</svg>'), 'an SVG document');
+  assertEq((text.match(/<polyline /g) || []).length, 1, 'one line for one result file');
+  assert(text.includes('>locus e2e</text>'), 'the legend names the label');
+  assert(text.includes('tok/s/user'), 'the x axis label');
+  const haveRsvg = await new Promise((resolve) => {
+    execFile('sh', ['-c', 'command -v rsvg-convert'], (error) => resolve(!error));
+  });
+  if (haveRsvg) {
+    assert(!plot.error, `bench plot failed: ${plot.error}\n${plot.stderr}`);
+    assertEq(fs.readFileSync(png).subarray(1, 4).toString(), 'PNG', 'PNG signature');
+  } else {
+    assert(plot.error && /librsvg2-bin/.test(plot.stderr), `names the package: ${plot.stderr}`);
+  }
 });
 
 await checks.run('after everything: idle, no leaked KV blocks, /health still 200', async () => {
