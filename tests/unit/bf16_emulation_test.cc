@@ -23,18 +23,6 @@
 namespace locus {
 namespace {
 
-bool in_top(std::span<const float> row, size_t token, int n) {
-  const float v = row[token];
-  int above = 0;
-  for (float x : row)
-    above += x > v ? 1 : 0;
-  return above < n;
-}
-
-size_t argmax(std::span<const float> row) {
-  return static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
 class Bf16Emulation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
@@ -43,19 +31,10 @@ TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   auto weights = CheckpointWeights::open(dir);
   ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  auto golden = SafetensorsFile::open(dir / "golden.safetensors");
-  ASSERT_TRUE(golden.has_value()) << golden.status().to_string();
-  const int n = std::stoi(golden->metadata().at("num_prompts"));
-  testing::Prompts prompts;
-  std::vector<std::vector<float>> want;
-  for (int i = 0; i < n; ++i) {
-    auto p = golden->tensor("prompt." + std::to_string(i)).value();
-    const auto* ids = static_cast<const int32_t*>(p.raw_data());
-    prompts.emplace_back(ids, ids + p.numel());
-    auto l = golden->tensor("logits." + std::to_string(i)).value();
-    const auto* f = static_cast<const float*>(l.raw_data());
-    want.emplace_back(f, f + l.numel());
-  }
+  const testing::Goldens goldens = testing::load_goldens(dir);
+  const testing::Prompts& prompts = goldens.prompts;
+  const std::vector<std::vector<float>>& want = goldens.logits;
+  ASSERT_FALSE(prompts.empty());
 
   auto logits_with = [&](bool emulate) {
     CpuBackendOptions o;
@@ -85,7 +64,7 @@ TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
       std::span f(plain[i].data() + p * vocab, vocab);
       errors.push_back(testing::rel_l2(g, w));
       if (std::memcmp(g.data(), f.data(), vocab * sizeof(float)) != 0) ++changed_rows;
-      if (!in_top(w, argmax(g), 5) || !in_top(g, argmax(w), 5)) ++flips;
+      if (!testing::top1_in_each_others_top5(g, w)) ++flips;
     }
   }
   std::sort(errors.begin(), errors.end());

@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
 
@@ -23,6 +27,57 @@ inline std::vector<int32_t> blocks_of(int64_t seq, int64_t per_seq) {
   for (int64_t b = per_seq - 1; b >= 0; --b)
     blocks.push_back(static_cast<int32_t>(seq * per_seq + b));
   return blocks;
+}
+
+// A fixture's transformers goldens (tests/fixtures/models/<name>/golden.safetensors): the
+// prompts, f32 logits at every prompt position ([L_i * vocab]) and greedy continuations.
+struct Goldens {
+  Prompts prompts;
+  std::vector<std::vector<float>> logits;
+  Prompts greedy;
+};
+
+inline Goldens load_goldens(const std::filesystem::path& model_dir) {
+  Goldens g;
+  auto file = SafetensorsFile::open(model_dir / "golden.safetensors");
+  EXPECT_TRUE(file.has_value()) << file.status().to_string();
+  if (!file) return g;
+  auto ints = [&](const std::string& name) {
+    auto t = file->tensor(name);
+    EXPECT_TRUE(t.has_value()) << name;
+    if (!t) return std::vector<int32_t>();
+    const auto* p = static_cast<const int32_t*>(t->raw_data());
+    return std::vector<int32_t>(p, p + t->numel());
+  };
+  const int n = std::stoi(file->metadata().at("num_prompts"));
+  for (int i = 0; i < n; ++i) {
+    const std::string k = std::to_string(i);
+    g.prompts.push_back(ints("prompt." + k));
+    g.greedy.push_back(ints("greedy." + k));
+    auto l = file->tensor("logits." + k);
+    EXPECT_TRUE(l.has_value()) << "logits." << k;
+    const auto* f = l ? static_cast<const float*>(l->raw_data()) : nullptr;
+    g.logits.emplace_back(f, f + (l ? l->numel() : 0));
+  }
+  return g;
+}
+
+inline int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// Whether `token` is among the `n` largest entries of `row` (ties counted generously).
+inline bool in_top(std::span<const float> row, int32_t token, int n) {
+  const float v = row[static_cast<size_t>(token)];
+  int above = 0;
+  for (float x : row)
+    above += x > v ? 1 : 0;
+  return above < n;
+}
+
+// vLLM's check_logprobs_close criterion for one position: each side's top-1 in the other's top 5.
+inline bool top1_in_each_others_top5(std::span<const float> a, std::span<const float> b) {
+  return in_top(b, argmax(a), 5) && in_top(a, argmax(b), 5);
 }
 
 struct Driver {
