@@ -244,30 +244,51 @@ void check_case(const Case& c) {
     a.workspace = ws.get();
     a.workspace_bytes = ws_bytes;
 
-    ASSERT_EQ(cudaMemset(out_d.get(), 0xFF, out_n * 2), cudaSuccess);  // bf16 NaN everywhere
-    ASSERT_EQ(cuda::launch_paged_attention(a, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<uint16_t> out_bits(out_n);
-    ASSERT_EQ(cudaMemcpy(out_bits.data(), out_d.get(), out_n * 2, cudaMemcpyDeviceToHost),
+    // Split-KV merged by the separate kernel, then inside the attention kernel (counters); the
+    // counters must be back to zero afterwards, as the next launch (a graph replay) needs them.
+    const size_t counter_slots = cuda::paged_attention_counter_slots(a);
+    DeviceBuffer counters(std::max<size_t>(counter_slots, 1) * sizeof(int));
+    ASSERT_EQ(cudaMemset(counters.get(), 0, std::max<size_t>(counter_slots, 1) * sizeof(int)),
               cudaSuccess);
-    std::vector<float> out(out_n);
-    ASSERT_TRUE(convert_to_f32(DType::kBF16, out_bits.data(), out.data(), out_n).is_ok());
+    for (bool fused : {false, true}) {
+      if (fused && counter_slots == 0) continue;
+      a.split_counters = fused ? counters.as<int>() : nullptr;
+      a.split_counter_slots = fused ? counter_slots : 0;
+      ASSERT_EQ(cudaMemset(out_d.get(), 0xFF, out_n * 2), cudaSuccess);  // bf16 NaN everywhere
+      ASSERT_EQ(cuda::launch_paged_attention(a, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> out_bits(out_n);
+      ASSERT_EQ(cudaMemcpy(out_bits.data(), out_d.get(), out_n * 2, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      std::vector<float> out(out_n);
+      ASSERT_TRUE(convert_to_f32(DType::kBF16, out_bits.data(), out.data(), out_n).is_ok());
 
-    double diff = 0.0, norm = 0.0;
-    size_t nans = 0;
-    for (size_t i = 0; i < out_n; ++i) {
-      if (!std::isfinite(out[i])) {
-        ++nans;
-        continue;
+      double diff = 0.0, norm = 0.0;
+      size_t nans = 0;
+      for (size_t i = 0; i < out_n; ++i) {
+        if (!std::isfinite(out[i])) {
+          ++nans;
+          continue;
+        }
+        diff += (static_cast<double>(out[i]) - ref[i]) * (static_cast<double>(out[i]) - ref[i]);
+        norm += static_cast<double>(ref[i]) * ref[i];
       }
-      diff += (static_cast<double>(out[i]) - ref[i]) * (static_cast<double>(out[i]) - ref[i]);
-      norm += static_cast<double>(ref[i]) * ref[i];
+      const double rel = std::sqrt(diff / std::max(norm, 1e-30));
+      std::printf(
+          "  %-44s bounds x%d  tokens %5d  workspace %9zu B  %s  rel_l2 %.2e  non-finite %zu\n",
+          c.name, factor, num_tokens, ws_bytes, fused ? "in-kernel merge" : "merge kernel  ", rel,
+          nans);
+      EXPECT_EQ(nans, 0u) << "bounds x" << factor << (fused ? " in-kernel merge" : "");
+      EXPECT_LT(rel, 1e-2) << "bounds x" << factor << (fused ? " in-kernel merge" : "");
+      if (fused) {
+        std::vector<int> left(counter_slots);
+        ASSERT_EQ(cudaMemcpy(left.data(), counters.get(), counter_slots * sizeof(int),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        EXPECT_EQ(std::count(left.begin(), left.end(), 0), static_cast<long>(counter_slots))
+            << "split counters not reset";
+      }
     }
-    const double rel = std::sqrt(diff / std::max(norm, 1e-30));
-    std::printf("  %-44s bounds x%d  tokens %5d  workspace %9zu B  rel_l2 %.2e  non-finite %zu\n",
-                c.name, factor, num_tokens, ws_bytes, rel, nans);
-    EXPECT_EQ(nans, 0u) << "bounds x" << factor;
-    EXPECT_LT(rel, 1e-2) << "bounds x" << factor;
   }
 }
 

@@ -503,6 +503,21 @@ Status CudaBackend::do_write_kv_cache(const Tensor& k, const Tensor& v, const Te
   return cuda_status("write_kv_cache", cuda::launch_write_kv_cache(a, stream_));
 }
 
+Expected<int*> CudaBackend::split_counters() {
+  if (!split_counters_.defined()) {
+    // Allocated and zeroed once, outside any capture; graphs keep its address. A launch that
+    // needs more slots than this merges with the separate kernel.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    LOCUS_CUDA_OK("cudaStreamIsCapturing", cudaStreamIsCapturing(stream_, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return static_cast<int*>(nullptr);
+    LOCUS_ASSIGN_OR_RETURN(split_counters_,
+                           do_empty({static_cast<int64_t>(kSplitCounterSlots)}, DType::kI32));
+    LOCUS_CUDA_OK("cudaMemsetAsync", cudaMemsetAsync(split_counters_.raw_data(), 0,
+                                                     split_counters_.nbytes(), stream_));
+  }
+  return split_counters_.data<int>();
+}
+
 Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int64_t k_block_stride,
                                      int64_t k_token_stride, int64_t k_head_stride,
                                      const void* v_data, int64_t v_block_stride,
@@ -560,6 +575,10 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
     LOCUS_ASSIGN_OR_RETURN(workspace, do_empty({static_cast<int64_t>(ws)}, DType::kU8));
     a.workspace = workspace.raw_data();
     a.workspace_bytes = ws;
+  }
+  if (cuda::paged_attention_counter_slots(a) > 0) {
+    LOCUS_ASSIGN_OR_RETURN(a.split_counters, split_counters());
+    a.split_counter_slots = a.split_counters != nullptr ? kSplitCounterSlots : 0;
   }
   const cudaError_t err = cuda::launch_paged_attention(a, stream_);
   if (err == cudaErrorInvalidValue) {

@@ -153,6 +153,10 @@ class CudaBackend final : public Ops {
                           const AttentionMetadata& metadata, float scale, int64_t sliding_window,
                           Tensor& out);
   Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
+  // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
+  static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
+  Expected<int*> split_counters();
+  Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).
   Expected<Tensor> rope_table(const RopeParams& params);
 

@@ -49,11 +49,18 @@ struct PagedAttentionArgs {
   int max_seq_len = 0;
   void* workspace = nullptr;  // at least paged_attention_workspace_bytes(*this) bytes
   size_t workspace_bytes = 0;
+  // Optional: zero-initialized int counters that stay zero between launches (the kernel resets
+  // what it uses). With at least paged_attention_counter_slots(*this) of them, split-KV merges
+  // inside the attention kernel instead of a second launch.
+  int* split_counters = nullptr;
+  size_t split_counter_slots = 0;
 };
 
 // Scratch the launch needs (split-KV partial outputs and softmax stats), from the shape fields
 // and the two upper bounds only.
 size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args);
+// The split counters the launch would use (0 when it does not split).
+size_t paged_attention_counter_slots(const PagedAttentionArgs& args);
 
 // Returns cudaErrorInvalidValue for unsupported shapes (head dims, strides not multiples of 8
 // elements, too-small workspace) instead of launching.

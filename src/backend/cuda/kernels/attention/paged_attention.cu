@@ -128,6 +128,12 @@ size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
   return plan.valid ? plan.workspace_bytes : 0;
 }
 
+size_t paged_attention_counter_slots(const PagedAttentionArgs& args) {
+  const Plan plan = make_plan(args);
+  if (!plan.valid || plan.splits == 1) return 0;
+  return static_cast<size_t>(plan.tiles) * static_cast<size_t>(args.num_kv_heads);
+}
+
 cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.num_tokens == 0) return cudaSuccess;  // nothing to attend
   const Plan plan = make_plan(a);
@@ -177,6 +183,10 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.sliding_window =
       a.sliding_window > 0 && a.sliding_window < INT_MAX ? static_cast<int>(a.sliding_window) : 0;
   p.num_splits = plan.splits;
+  const bool fused_merge = plan.splits > 1 && a.split_counters != nullptr &&
+                           a.split_counter_slots >= static_cast<size_t>(plan.tiles) *
+                                                        static_cast<size_t>(a.num_kv_heads);
+  if (fused_merge) p.split_counters = a.split_counters;
 
   cudaError_t err = cudaSuccess;
   switch (plan.head_dim_cap) {
@@ -198,7 +208,7 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
     default:
       return cudaErrorInvalidValue;
   }
-  if (err != cudaSuccess || plan.splits == 1) return err;
+  if (err != cudaSuccess || plan.splits == 1 || fused_merge) return err;
 
   const int64_t rows = static_cast<int64_t>(a.num_tokens) * a.num_q_heads;
   attention::merge_splits_kernel<<<static_cast<unsigned>(rows), 64, 0, stream>>>(

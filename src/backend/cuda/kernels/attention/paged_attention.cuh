@@ -21,7 +21,8 @@
 //  - Split-KV (flash-decoding): grid.z splits the key range into equal runs of whole tiles. With
 //    one split the CTA writes normalized bf16 output; otherwise unnormalized f32 partials plus
 //    (max, sum) per row and split go to the workspace, every (row, split) written even when the
-//    split is empty (sum 0), and merge_splits_kernel combines them.
+//    split is empty (sum 0); the last split CTA of each (row tile, kv head) to finish merges
+//    them (split_counters), or merge_splits_kernel does when no counters are given.
 //  - Head dims: kHeadDimCap / kVHeadDimCap bound the register arrays; kExact = dims equal the
 //    caps (compile-time loop bounds), otherwise run-time dims (multiples of 8) are padded to 16
 //    in shared memory with zero K/Q columns.
@@ -423,6 +424,54 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
         *reinterpret_cast<float2*>(p.partial_stats + split_row * 2) =
             make_float2(m_run[h], l_run[h]);
       }
+    }
+  }
+  if (p.num_splits == 1 || p.split_counters == nullptr) return;
+
+  // ---- the last split of this (row tile, kv head) to finish merges all splits' partials ----
+  // (threadFenceReduction: publish the partials, count the finished splits; the counter goes
+  // back to 0 for the next launch, which CUDA graph replays rely on.)
+  __shared__ int merge_here;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* counter = p.split_counters + blockIdx.x * gridDim.y + blockIdx.y;
+    merge_here = atomicAdd(counter, 1) == p.num_splits - 1;
+    if (merge_here) *counter = 0;
+  }
+  __syncthreads();
+  if (!merge_here) return;
+  __threadfence();
+  for (int row = row_lo + warp; row < row_hi; row += kWarps) {
+    const int64_t token = q_begin + row / group;
+    const int64_t out_row =
+        token * p.num_q_heads + static_cast<int64_t>(kv_head) * group + row % group;
+    const float2* stats = reinterpret_cast<const float2*>(p.partial_stats) + out_row * p.num_splits;
+    const float* partial = p.partial_out + out_row * p.num_splits * v_head_dim;
+    float m = -INFINITY;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float2 st = __ldcg(stats + s);
+      if (st.y > 0.0f) m = fmaxf(m, st.x);
+    }
+    float denom = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float2 st = __ldcg(stats + s);
+      if (st.y > 0.0f) denom += exp2f(st.x - m) * st.y;
+    }
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    bf16* dst = static_cast<bf16*>(p.out) + out_row * v_head_dim;
+    for (int c = lane * 2; c < v_head_dim; c += 64) {
+      float2 acc = make_float2(0.0f, 0.0f);
+      for (int s = 0; s < p.num_splits; ++s) {
+        const float2 st = __ldcg(stats + s);
+        if (st.y > 0.0f) {
+          const float w = exp2f(st.x - m);
+          const float2 v = __ldcg(reinterpret_cast<const float2*>(partial + s * v_head_dim + c));
+          acc.x += w * v.x;
+          acc.y += w * v.y;
+        }
+      }
+      *reinterpret_cast<uint32_t*>(dst + c) = pack_bf16x2(acc.x * inv, acc.y * inv);
     }
   }
 }

@@ -41,6 +41,9 @@ struct TileParams {
   float scale_log2 = 0.0f;  // scale * log2(e): scores go straight into exp2f
   int sliding_window = 0;   // 0 = none
   int num_splits = 1;
+  // num_splits > 1: one zeroed counter per (row tile, kv head) = grid.x * grid.y; the last
+  // split to finish merges and resets it. Null: merge_splits_kernel merges instead.
+  int* split_counters = nullptr;
 };
 
 constexpr int round_up_16(int x) {  // constexpr: callable from device code too
