@@ -12,6 +12,7 @@
 
 #include "bench/latency.h"
 #include "bench/roofline.h"
+#include "cli/bench_engine.h"
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "core/version.h"
@@ -69,26 +70,21 @@ int run_latency_command(const LatencyCliOptions& o) {
     }
   }
 #endif
-  ModelEngineOptions mo;
-  mo.model_dir = o.model;
-  auto format = parse_load_format(o.load_format);
-  if (!format) return fail(format.error());
-  mo.load_format = *format;
-  mo.weight_seed = o.seed;
-  mo.block_size = o.block_size;
-  o.gpu.apply(mo);
-  mo.cpu_batch_invariant = false;
-  mo.load_tokenizer = false;
-  mo.engine.scheduler.max_num_seqs = max_batch;
-  mo.engine.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
-  mo.engine.scheduler.max_model_len =
+  BenchEngineSpec spec;
+  spec.model = o.model;
+  spec.load_format = o.load_format;
+  spec.seed = o.seed;
+  spec.block_size = o.block_size;
+  spec.gpu = o.gpu;
+  spec.max_num_seqs = max_batch;
+  spec.max_num_batched_tokens = o.max_num_batched_tokens;
+  spec.max_model_len =
       o.max_model_len > 0 ? o.max_model_len : static_cast<int>(o.input_len + o.output_len);
-  mo.engine.seed = o.seed;
-  const double load_start = LLMEngine::now();
-  auto me = open_model_engine(mo);
+  double load_seconds = 0;
+  auto me = open_bench_engine(spec, &load_seconds);
   if (!me) return fail(me.error());
   std::fprintf(stderr, "loaded %s on %s in %.1f s: %s; KV cache %d blocks (%.2f GiB)%s\n",
-               o.model.c_str(), me->backend_name.c_str(), LLMEngine::now() - load_start,
+               o.model.c_str(), me->backend_name.c_str(), load_seconds,
                me->weights_description.c_str(), me->num_kv_blocks,
                static_cast<double>(me->kv_cache_bytes) / (1ull << 30),
                gpu ? (o.gpu.enforce_eager ? ", eager" : ", CUDA graphs for decode") : "");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bench/throughput.h"
+#include "cli/bench_engine.h"
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "core/version.h"
@@ -39,29 +40,24 @@ int fail(const Status& status) {
 }
 
 int run_throughput_command(const ThroughputCliOptions& o) {
-  ModelEngineOptions mo;
-  mo.model_dir = o.model;
-  auto format = parse_load_format(o.load_format);
-  if (!format) return fail(format.error());
-  mo.load_format = *format;
-  mo.weight_seed = o.seed;
-  mo.block_size = o.block_size;
-  o.gpu.apply(mo);
-  mo.cpu_batch_invariant = false;
-  mo.load_tokenizer = false;
-  mo.engine.scheduler.max_num_seqs = o.max_num_seqs;
-  mo.engine.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  BenchEngineSpec spec;
+  spec.model = o.model;
+  spec.load_format = o.load_format;
+  spec.seed = o.seed;
+  spec.block_size = o.block_size;
+  spec.gpu = o.gpu;
+  spec.max_num_seqs = o.max_num_seqs;
+  spec.max_num_batched_tokens = o.max_num_batched_tokens;
   // Room for the longest request the range ratio can draw.
   const auto longest = static_cast<int>(
       std::ceil(static_cast<double>(o.input_len + o.output_len) * (1 + o.range_ratio)));
-  mo.engine.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : longest;
-  mo.engine.seed = o.seed;
-  const double load_start = LLMEngine::now();
-  auto me = open_model_engine(mo);
+  spec.max_model_len = o.max_model_len > 0 ? o.max_model_len : longest;
+  double load_seconds = 0;
+  auto me = open_bench_engine(spec, &load_seconds);
   if (!me) return fail(me.error());
   std::fprintf(stderr, "loaded %s on %s in %.1f s: %s; KV cache %d blocks\n", o.model.c_str(),
-               me->backend_name.c_str(), LLMEngine::now() - load_start,
-               me->weights_description.c_str(), me->num_kv_blocks);
+               me->backend_name.c_str(), load_seconds, me->weights_description.c_str(),
+               me->num_kv_blocks);
 
   bench::ThroughputOptions to;
   to.num_prompts = o.num_prompts;
