@@ -121,6 +121,12 @@ bool aligned_16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// Shared memory the merging CTA needs: one weight per split and warp.
+size_t merge_smem_bytes(const Plan& plan) {
+  return static_cast<size_t>(plan.warp_rows) * static_cast<size_t>(plan.warp_cols) *
+         static_cast<size_t>(plan.splits) * sizeof(float);
+}
+
 }  // namespace
 
 size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
@@ -130,7 +136,7 @@ size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
 
 size_t paged_attention_counter_slots(const PagedAttentionArgs& args) {
   const Plan plan = make_plan(args);
-  if (!plan.valid || plan.splits == 1) return 0;
+  if (!plan.valid || plan.splits == 1 || plan.smem_bytes < merge_smem_bytes(plan)) return 0;
   return static_cast<size_t>(plan.tiles) * static_cast<size_t>(args.num_kv_heads);
 }
 
@@ -183,7 +189,9 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.sliding_window =
       a.sliding_window > 0 && a.sliding_window < INT_MAX ? static_cast<int>(a.sliding_window) : 0;
   p.num_splits = plan.splits;
+  // The merging CTA keeps one weight per split and warp in its shared memory.
   const bool fused_merge = plan.splits > 1 && a.split_counters != nullptr &&
+                           plan.smem_bytes >= merge_smem_bytes(plan) &&
                            a.split_counter_slots >= static_cast<size_t>(plan.tiles) *
                                                         static_cast<size_t>(a.num_kv_heads);
   if (fused_merge) p.split_counters = a.split_counters;

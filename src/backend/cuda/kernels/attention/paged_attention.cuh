@@ -442,6 +442,10 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   __syncthreads();
   if (!merge_here) return;
   __threadfence();
+  // One warp per row. The split weights are computed lane-parallel (a lane per split) and kept
+  // in shared memory (all of it is free now; the host checked it holds kWarps * num_splits
+  // floats), so no loop waits on one L2 read at a time.
+  float* weights = reinterpret_cast<float*>(smem) + warp * p.num_splits;
   for (int row = row_lo + warp; row < row_hi; row += kWarps) {
     const int64_t token = q_begin + row / group;
     const int64_t out_row =
@@ -449,30 +453,38 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
     const float2* stats = reinterpret_cast<const float2*>(p.partial_stats) + out_row * p.num_splits;
     const float* partial = p.partial_out + out_row * p.num_splits * v_head_dim;
     float m = -INFINITY;
-    for (int s = 0; s < p.num_splits; ++s) {
+    for (int s = lane; s < p.num_splits; s += 32) {
       const float2 st = __ldcg(stats + s);
       if (st.y > 0.0f) m = fmaxf(m, st.x);
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float denom = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
+    for (int s = lane; s < p.num_splits; s += 32) {
       const float2 st = __ldcg(stats + s);
-      if (st.y > 0.0f) denom += exp2f(st.x - m) * st.y;
+      const float w = st.y > 0.0f ? exp2f(st.x - m) : 0.0f;
+      weights[s] = w;
+      denom += w * st.y;
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      denom += __shfl_xor_sync(0xffffffffu, denom, o);
+    __syncwarp();
     const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
     bf16* dst = static_cast<bf16*>(p.out) + out_row * v_head_dim;
     for (int c = lane * 2; c < v_head_dim; c += 64) {
       float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll 8
       for (int s = 0; s < p.num_splits; ++s) {
-        const float2 st = __ldcg(stats + s);
-        if (st.y > 0.0f) {
-          const float w = exp2f(st.x - m);
-          const float2 v = __ldcg(reinterpret_cast<const float2*>(partial + s * v_head_dim + c));
-          acc.x += w * v.x;
-          acc.y += w * v.y;
-        }
+        const float w = weights[s];  // 0 for an empty split, whose partial is all zeros
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(partial + s * v_head_dim + c));
+        acc.x += w * v.x;
+        acc.y += w * v.y;
       }
       *reinterpret_cast<uint32_t*>(dst + c) = pack_bf16x2(acc.x * inv, acc.y * inv);
     }
+    __syncwarp();  // the warp's next row rewrites its weights
   }
 }
 
