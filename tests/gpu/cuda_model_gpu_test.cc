@@ -1,8 +1,8 @@
 // Every fixture model on the CUDA backend (bf16 weights and activations) against two references,
 // with the prompts batched, chunked and alone, and greedy continuations:
 //  - the CPU backend with bf16 activations (CpuBackendOptions::bf16_activations): the same
-//    rounding points as the GPU, so it is the like-for-like reference. The typical position
-//    must be close to it (median relative L2 < 1e-2) and greedy decoding must agree with it (at
+//    storage rounding as the GPU, so it is the like-for-like reference. The typical position
+//    must be close to it (median relative L2 < 2e-2) and greedy decoding must agree with it (at
 //    a first differing token both tokens must be in each other's top 5: a near tie);
 //  - the transformers goldens (f32): median relative L2 < 2e-2, and at each position each side's
 //    top-1 in the other's top 5 (vLLM's check_logprobs_close). These tiny random models route on
@@ -119,7 +119,10 @@ TEST_P(CudaModel, MatchesGoldensAndCpuGreedy) {
   const double golden_median = median(golden_errors);
   const double ref_median = median(ref_errors);
   EXPECT_LT(golden_median, 2e-2) << "the typical position is off the goldens";
-  EXPECT_LT(ref_median, 1e-2) << "the typical position is off the bf16 CPU reference";
+  // The CPU's bf16 rounding points are the GPU's storage points only: the kernels also round
+  // inside (attention's P tile, expert sums), so the two differ by as much as either differs
+  // from the goldens (measured on the H200: medians 5.6e-3 to 1.4e-2 against 5.2e-3 to 1.2e-2).
+  EXPECT_LT(ref_median, 2e-2) << "the typical position is off the bf16 CPU reference";
 
   std::vector<std::vector<float>> ref_steps, gpu_steps;
   const auto ref_tokens = ref.greedy(prompts, static_cast<int64_t>(steps), &ref_steps);
