@@ -1,4 +1,5 @@
 // Launchers of the small-batch GEMV kernels: shape checks, the M dispatch, grids.
+#include <cstdlib>
 #include <utility>
 
 #include "backend/cuda/kernels/gemv/gemv.cuh"
@@ -19,9 +20,22 @@ cudaError_t allow_smem(Kernel* kernel, size_t smem) {
 
 // Launches as a programmatic dependent of the previous kernel in the stream (the kernels call
 // pdl_wait before reading anything that kernel writes).
+// LOCUS_CUDA_PDL=0 launches them plainly (to measure what the overlap buys).
+bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOCUS_CUDA_PDL");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
 template <typename... Params, typename... Args>
 cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, size_t smem, cudaStream_t stream,
                        Args&&... args) {
+  if (!pdl_enabled()) {
+    kernel<<<grid, gemv::kThreads, smem, stream>>>(std::forward<Args>(args)...);
+    return cudaGetLastError();
+  }
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
