@@ -69,6 +69,13 @@ std::vector<double> nice_ticks(double max, int max_ticks) {
 std::string render_svg(const LineChart& c) {
   const double left = 80, right = 230, top = 50, bottom = 64;
   const double x0 = left, x1 = c.width - right, y0 = top, y1 = c.height - bottom;
+  // The legend sits right of the plot; widen the canvas (not the plot) for long labels, at
+  // ~7 px per character of the 12 px font.
+  size_t longest = 0;
+  for (const PlotSeries& ps : c.series)
+    longest = std::max(longest, ps.label.size());
+  const int width =
+      c.width + static_cast<int>(std::max(0.0, 60 + 7.0 * static_cast<double>(longest) - right));
   double max_x = 0, max_y = 0;
   for (const PlotSeries& s : c.series) {
     for (const auto& [x, y] : s.points) {
@@ -86,7 +93,7 @@ std::string render_svg(const LineChart& c) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"{0}\" height=\"{1}\" "
       "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
       "font-size=\"12\">\n",
-      c.width, c.height);
+      width, c.height);
   s += "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += fmt::format(
       "<text class=\"title\" x=\"{:.1f}\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
