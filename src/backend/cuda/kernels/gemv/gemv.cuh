@@ -134,6 +134,72 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The same product with one output row per group of `split` warps, each warp taking every
+// split-th 16-byte chunk of the row; the group's partial sums meet in shared memory. More, and
+// shorter, warps than dense_gemv_kernel: every lane issues all its loads of a row at once, and
+// narrow or short-k projections still fill the SMs (grid.x covers kWarps / split rows per CTA).
+template <int M, bool kF32Out>
+__global__ void __launch_bounds__(kThreads)
+    dense_gemv_split_kernel(const bf16* __restrict__ x, int64_t x_stride, GemvSegments w,
+                            void* __restrict__ y, int n, int k, int split) {
+  extern __shared__ uint4 xs[];  // [M][k / 8]
+  __shared__ float partial[kWarps][M];
+  pdl_launch_dependents();
+  const int chunks = k / 8;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int rows_per_cta = kWarps / split;
+  const int part = warp % split;
+  const int out_row = blockIdx.x * rows_per_cta + warp / split;
+  int row = out_row < n ? out_row : n - 1;  // a duplicate row past n is never written
+  int s = 0;
+  while (s + 1 < w.count && row >= w.seg[s].rows) {
+    row -= w.seg[s].rows;
+    ++s;
+  }
+  const auto* wrow =
+      reinterpret_cast<const uint4*>(static_cast<const bf16*>(w.seg[s].w) + int64_t{row} * k);
+  const float* bias = w.seg[s].bias != nullptr ? w.seg[s].bias + row : nullptr;
+  if (part == 0 && out_row < n) {
+    for (int c = lane * 8; c < chunks; c += 32 * 8)  // one prefetch per 128-byte line
+      prefetch_l2(wrow + c);
+  }
+  pdl_wait();
+  for (int m = 0; m < M; ++m)
+    stage_row(xs + m * chunks, x + m * x_stride, chunks);
+  __syncthreads();
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    acc[m] = 0.0f;
+  const int stride = 32 * split;
+#pragma unroll 8
+  for (int c = part * 32 + lane; c < chunks; c += stride) {
+    const uint4 wv = load_weight(wrow + c);
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      acc[m] += dot8(wv, xs[m * chunks + c]);
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(acc[m]);
+    if (lane == 0) partial[warp][m] = v;
+  }
+  __syncthreads();
+  if (part != 0 || out_row >= n || lane >= M) return;
+  const int m = lane;
+  float v = 0.0f;
+  for (int q = 0; q < split; ++q)
+    v += partial[warp + q][m];
+  if (bias != nullptr) v += *bias;
+  const int64_t at = static_cast<int64_t>(m) * n + out_row;
+  if constexpr (kF32Out) {
+    static_cast<float*>(y)[at] = v;
+  } else {
+    static_cast<bf16*>(y)[at] = __float2bfloat16(v);
+  }
+}
+
 __device__ inline float silu(float g) {
   return g / (1.0f + __expf(-g));
 }
