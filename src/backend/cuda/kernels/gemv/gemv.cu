@@ -49,40 +49,10 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, size_t smem, cudaSt
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-// LOCUS_CUDA_GEMV_SPLIT=0 keeps the two-rows-per-warp kernel (to compare the two).
-bool split_gemv_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOCUS_CUDA_GEMV_SPLIT");
-    return v == nullptr || v[0] != '0';
-  }();
-  return enabled;
-}
-
-// Warps per output row: enough warps in all (~4096, 31 per SM of a 132-SM GPU) for the memory
-// system to have every SM streaming, without splitting a row below 32 chunks per warp.
-int gemv_split(int n, int k) {
-  int split = 1;
-  while (split < gemv::kWarps && static_cast<int64_t>(n) * split < 4096 &&
-         k / 8 / (2 * split) >= 32)
-    split *= 2;
-  return split;
-}
-
 template <int M>
 cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
                          bool y_f32, int n, int k, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(M) * static_cast<size_t>(k) * sizeof(bf16);
-  if (split_gemv_enabled()) {
-    const int split = gemv_split(n, k);
-    const int rows_per_cta = gemv::kWarps / split;
-    const dim3 grid(static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta));
-    auto* kernel =
-        y_f32 ? gemv::dense_gemv_split_kernel<M, true> : gemv::dense_gemv_split_kernel<M, false>;
-    const cudaError_t err = allow_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    return launch_pdl(kernel, grid, smem, stream, static_cast<const bf16*>(x), x_stride, w, y, n, k,
-                      split);
-  }
   const int rows_per_cta = gemv::kWarps * gemv::kRowsPerWarp;
   const dim3 grid(static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta));
   auto* kernel = y_f32 ? gemv::dense_gemv_kernel<M, true> : gemv::dense_gemv_kernel<M, false>;
