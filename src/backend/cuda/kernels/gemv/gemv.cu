@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "backend/cuda/kernels/gemv/gemv.cuh"
+#include "backend/cuda/kernels/gemv/gemv_stream.cuh"
 
 namespace locus::cuda {
 namespace {
@@ -30,10 +30,10 @@ bool pdl_enabled() {
 }
 
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, size_t smem, cudaStream_t stream,
-                       Args&&... args) {
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, size_t smem,
+                       cudaStream_t stream, Args&&... args) {
   if (!pdl_enabled()) {
-    kernel<<<grid, gemv::kThreads, smem, stream>>>(std::forward<Args>(args)...);
+    kernel<<<grid, threads, smem, stream>>>(std::forward<Args>(args)...);
     return cudaGetLastError();
   }
   cudaLaunchAttribute attr[1];
@@ -41,7 +41,7 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, size_t smem, cudaSt
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
-  config.blockDim = dim3(gemv::kThreads);
+  config.blockDim = dim3(static_cast<unsigned>(threads));
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
@@ -58,7 +58,80 @@ cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w,
   auto* kernel = y_f32 ? gemv::dense_gemv_kernel<M, true> : gemv::dense_gemv_kernel<M, false>;
   const cudaError_t err = allow_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  return launch_pdl(kernel, grid, smem, stream, static_cast<const bf16*>(x), x_stride, w, y, n, k);
+  return launch_pdl(kernel, grid, gemv::kThreads, smem, stream, static_cast<const bf16*>(x),
+                    x_stride, w, y, n, k);
+}
+
+// The streaming kernels (gemv_stream.cuh): one CTA per SM, `stages` copies in flight.
+GemvKernels g_kernels = GemvKernels::kAuto;
+
+bool stream_enabled() {
+  if (g_kernels != GemvKernels::kAuto) return g_kernels == GemvKernels::kStream;
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOCUS_CUDA_GEMV_STREAM");
+    return v != nullptr && v[0] == '1';  // opt-in until measured on the GPU
+  }();
+  return enabled;
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 1;
+    return n > 0 ? n : 1;
+  }();
+  return count;
+}
+
+// Weight stages get up to this much shared memory; more buys nothing once each SM has a few
+// DRAM latencies' worth of bytes in flight (~36 GB/s per SM x ~2 us = ~72 KB).
+constexpr size_t kStageBudget = 192u << 10;
+constexpr size_t kActivationBudget = 64u << 10;
+
+struct StreamPlan {
+  int stages = 0;  // 0: the shape does not fit; use the warp kernels
+  size_t smem = 0;
+};
+
+StreamPlan stream_plan(size_t activation_bytes, size_t stage_bytes, bool check_enabled = true) {
+  StreamPlan plan;
+  if ((check_enabled && !stream_enabled()) || activation_bytes > kActivationBudget ||
+      stage_bytes == 0)
+    return plan;
+  size_t stages = kStageBudget / stage_bytes;
+  if (stages > static_cast<size_t>(gemv::kMaxStages)) stages = gemv::kMaxStages;
+  if (stages < 2) return plan;
+  plan.stages = static_cast<int>(stages);
+  plan.smem = gemv::kBarrierBytes + gemv::round_up_128(activation_bytes) + stages * stage_bytes;
+  return plan;
+}
+
+unsigned stream_grid(int64_t units) {
+  return static_cast<unsigned>(units < sm_count() ? units : sm_count());
+}
+
+template <int M>
+cudaError_t launch_dense_stream(const StreamPlan& plan, const void* x, int64_t x_stride,
+                                const GemvSegments& w, void* y, bool y_f32, int n, int k,
+                                cudaStream_t stream) {
+  auto* kernel =
+      y_f32 ? gemv::dense_gemv_stream_kernel<M, true> : gemv::dense_gemv_stream_kernel<M, false>;
+  const cudaError_t err = allow_smem(kernel, plan.smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows));
+  return launch_pdl(kernel, grid, gemv::kStreamThreads, plan.smem, stream,
+                    static_cast<const bf16*>(x), x_stride, w, y, n, k, plan.stages);
+}
+
+template <int M>
+cudaError_t launch_dense_any(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
+                             bool y_f32, int n, int k, cudaStream_t stream) {
+  const StreamPlan plan = stream_plan(static_cast<size_t>(M) * k * sizeof(bf16),
+                                      static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16));
+  if (plan.stages > 0) return launch_dense_stream<M>(plan, x, x_stride, w, y, y_f32, n, k, stream);
+  return launch_dense<M>(x, x_stride, w, y, y_f32, n, k, stream);
 }
 
 bool aligned_16(const void* p) {
@@ -85,21 +158,21 @@ cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const Gemv
     return cudaErrorInvalidValue;
   switch (m) {
     case 1:
-      return launch_dense<1>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<1>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 2:
-      return launch_dense<2>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<2>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 3:
-      return launch_dense<3>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<3>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 4:
-      return launch_dense<4>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<4>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 5:
-      return launch_dense<5>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<5>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 6:
-      return launch_dense<6>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<6>(x, x_row_stride, w, y, y_f32, n, k, stream);
     case 7:
-      return launch_dense<7>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<7>(x, x_row_stride, w, y, y_f32, n, k, stream);
     default:
-      return launch_dense<8>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<8>(x, x_row_stride, w, y, y_f32, n, k, stream);
   }
 }
 
@@ -135,24 +208,75 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
       !aligned_16(a.workspace) || a.workspace_bytes < moe_gemv_workspace_bytes(a))
     return cudaErrorInvalidValue;
   auto* h = static_cast<bf16*>(a.workspace);
-  const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
+  const int pairs = a.num_tokens * a.top_k;
+  cudaError_t err;
+  const StreamPlan up_plan =
+      stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
+                  2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16));
+  if (up_plan.stages > 0) {
+    err = allow_smem(gemv::moe_gate_up_stream_kernel, up_plan.smem);
+    if (err != cudaSuccess) return err;
+    const int64_t units =
+        static_cast<int64_t>(pairs) * ((a.inter + gemv::kUnitRows - 1) / gemv::kUnitRows);
+    err = launch_pdl(gemv::moe_gate_up_stream_kernel, dim3(stream_grid(units)),
+                     gemv::kStreamThreads, up_plan.smem, stream, static_cast<const bf16*>(a.x),
+                     a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h, a.num_tokens, a.num_experts,
+                     a.top_k, a.hidden, a.inter, up_plan.stages);
+  } else {
+    const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
+    err = allow_smem(gemv::moe_gate_up_gemv_kernel, up_smem);
+    if (err != cudaSuccess) return err;
+    const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
+                       static_cast<unsigned>(pairs));
+    err = launch_pdl(gemv::moe_gate_up_gemv_kernel, up_grid, gemv::kThreads, up_smem, stream,
+                     static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,
+                     a.num_experts, a.top_k, a.hidden, a.inter);
+  }
+  if (err != cudaSuccess) return err;
+  const StreamPlan down_plan =
+      stream_plan(static_cast<size_t>(pairs) * a.inter * sizeof(bf16),
+                  static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16));
+  if (down_plan.stages > 0) {
+    err = allow_smem(gemv::moe_down_stream_kernel, down_plan.smem);
+    if (err != cudaSuccess) return err;
+    const int64_t units =
+        static_cast<int64_t>(a.num_tokens) * ((a.hidden + gemv::kUnitRows - 1) / gemv::kUnitRows);
+    return launch_pdl(gemv::moe_down_stream_kernel, dim3(stream_grid(units)), gemv::kStreamThreads,
+                      down_plan.smem, stream, static_cast<const bf16*>(h), a.topk_ids,
+                      a.topk_weights, a.down_w, static_cast<bf16*>(a.out), a.num_tokens,
+                      a.num_experts, a.top_k, a.hidden, a.inter, down_plan.stages);
+  }
   const size_t down_smem =
       static_cast<size_t>(a.top_k) * static_cast<size_t>(a.inter) * sizeof(bf16);
-  cudaError_t err = allow_smem(gemv::moe_gate_up_gemv_kernel, up_smem);
-  if (err != cudaSuccess) return err;
   err = allow_smem(gemv::moe_down_gemv_kernel, down_smem);
-  if (err != cudaSuccess) return err;
-  const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
-                     static_cast<unsigned>(a.num_tokens * a.top_k));
-  err = launch_pdl(gemv::moe_gate_up_gemv_kernel, up_grid, up_smem, stream,
-                   static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,
-                   a.num_experts, a.top_k, a.hidden, a.inter);
   if (err != cudaSuccess) return err;
   const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(a.num_tokens));
-  return launch_pdl(gemv::moe_down_gemv_kernel, down_grid, down_smem, stream,
+  return launch_pdl(gemv::moe_down_gemv_kernel, down_grid, gemv::kThreads, down_smem, stream,
                     static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
                     static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
+}
+
+void set_gemv_kernels(GemvKernels kernels) {
+  g_kernels = kernels;
+}
+
+bool gemv_stream_fits(int m, int k) {
+  return m >= 1 && m <= kGemvMaxRows && k >= 8 && k % 8 == 0 &&
+         stream_plan(static_cast<size_t>(m) * k * sizeof(bf16),
+                     static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16), false)
+                 .stages > 0;
+}
+
+bool moe_gemv_stream_fits(const MoeGemvArgs& a) {
+  if (!moe_gemv_supported(a)) return false;
+  const size_t pairs = static_cast<size_t>(a.num_tokens) * a.top_k;
+  return stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
+                     2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16), false)
+                 .stages > 0 &&
+         stream_plan(pairs * a.inter * sizeof(bf16),
+                     static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16), false)
+                 .stages > 0;
 }
 
 }  // namespace locus::cuda

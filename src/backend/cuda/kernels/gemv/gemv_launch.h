@@ -13,6 +13,19 @@
 
 namespace locus::cuda {
 
+// Which kernels the launches below use. kAuto: the bulk-copy streaming kernels
+// (gemv_stream.cuh) wherever the shape fits their shared memory when LOCUS_CUDA_GEMV_STREAM=1;
+// kStream / kWarp force one family (kStream still falls back for shapes it cannot take). Both
+// give identical results; the switch exists to measure one against the other.
+enum class GemvKernels { kAuto, kStream, kWarp };
+void set_gemv_kernels(GemvKernels kernels);
+
+// Whether the streaming kernels would take a dense launch of m rows of length k, or both
+// halves of a MoE launch (used by tests and benchmarks to know which family they measure).
+bool gemv_stream_fits(int m, int k);
+struct MoeGemvArgs;
+bool moe_gemv_stream_fits(const MoeGemvArgs& args);
+
 // The most rows a GEMV launch takes; larger batches belong to the tensor-core GEMMs.
 inline constexpr int kGemvMaxRows = 8;
 

@@ -1,0 +1,300 @@
+// The small-batch GEMV kernels: the bulk-copy streaming family against the register-streaming
+// warp family (bit-identical by construction: same per-lane chunk order, same reduction) and
+// both against a double-precision host reference. Shapes cover partial 8-row units, segments
+// that start inside a unit, biases, f32 output, unrouted experts (-1) and several tokens.
+// SKIPPED where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "core/float_convert.h"
+
+#ifdef LOCUS_HAS_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
+#endif
+
+namespace locus {
+namespace {
+
+#ifndef LOCUS_HAS_CUDA
+
+TEST(GpuGemv, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#else
+
+#define CUDA_ASSERT(call)                                        \
+  do {                                                           \
+    const cudaError_t cuda_assert_err = (call);                  \
+    ASSERT_EQ(cuda_assert_err, cudaSuccess)                      \
+        << #call << ": " << cudaGetErrorString(cuda_assert_err); \
+  } while (0)
+
+class GpuGemv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (query_devices().gpus.empty()) GTEST_SKIP() << "no CUDA GPU";
+  }
+  void TearDown() override {
+    cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
+    for (void* p : allocations_)
+      cudaFree(p);
+  }
+
+  template <typename T>
+  T* upload(const std::vector<T>& host) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, host.size() * sizeof(T) + 16) != cudaSuccess) return nullptr;
+    allocations_.push_back(p);
+    cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return static_cast<T*>(p);
+  }
+  void* zeros(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+    allocations_.push_back(p);
+    cudaMemset(p, 0xff, bytes);  // NaN-ish garbage: every output must be written
+    return p;
+  }
+
+  std::mt19937 rng_{11};
+  std::vector<uint16_t> random_bf16(size_t count, float scale) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<uint16_t> v(count);
+    for (auto& e : v)
+      e = f32_to_bf16_bits(dist(rng_));
+    return v;
+  }
+
+ private:
+  std::vector<void*> allocations_;
+};
+
+template <typename T>
+std::vector<T> download(const void* device, size_t count) {
+  std::vector<T> host(count);
+  cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / (den > 0.0 ? den : 1.0));
+}
+
+struct DenseCase {
+  int m;
+  std::vector<int> seg_rows;
+  int k;
+  bool bias;
+  bool f32_out;
+};
+
+TEST_F(GpuGemv, DenseStreamMatchesWarpKernelsAndReference) {
+  const std::vector<DenseCase> cases = {
+      {1, {5120}, 2048, false, false},           // qwen3 QKV as one matrix
+      {1, {4096, 512, 512}, 2048, true, false},  // QKV as three segments, biases
+      {1, {2048}, 4096, false, false},           // o projection
+      {1, {128}, 2048, false, true},             // router, f32 logits
+      {3, {13, 7, 21}, 768, true, false},        // segments starting inside 8-row units
+      {8, {1001}, 512, false, true},             // partial last unit, f32
+      {2, {3}, 64, true, false},                 // fewer rows than one unit
+      {5, {300, 44}, 1536, false, false},
+  };
+  for (const DenseCase& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                 " segments=" + std::to_string(c.seg_rows.size()));
+    ASSERT_TRUE(cuda::gemv_stream_fits(c.m, c.k)) << "shape should take the streaming kernel";
+    const int64_t x_stride = c.k + 8;
+    const auto x = random_bf16(static_cast<size_t>(c.m * x_stride), 1.0f);
+    cuda::GemvSegments segs;
+    std::vector<std::vector<uint16_t>> w_host;
+    std::vector<std::vector<float>> b_host;
+    int n = 0;
+    for (int rows : c.seg_rows) {
+      w_host.push_back(random_bf16(static_cast<size_t>(rows) * c.k, 0.05f));
+      std::vector<float> b(static_cast<size_t>(rows));
+      for (auto& v : b)
+        v = std::normal_distribution<float>(0.0f, 0.5f)(rng_);
+      b_host.push_back(b);
+      cuda::GemvSegment& s = segs.seg[segs.count++];
+      s.w = upload(w_host.back());
+      s.bias = c.bias ? upload(b_host.back()) : nullptr;
+      s.rows = rows;
+      n += rows;
+    }
+    const uint16_t* d_x = upload(x);
+    const size_t out_bytes = static_cast<size_t>(c.m) * n * (c.f32_out ? 4 : 2);
+    void* y_warp = zeros(out_bytes);
+    void* y_stream = zeros(out_bytes);
+    cuda::set_gemv_kernels(cuda::GemvKernels::kWarp);
+    CUDA_ASSERT(cuda::launch_gemv_segments(d_x, x_stride, segs, y_warp, c.f32_out, c.m, c.k, 0));
+    cuda::set_gemv_kernels(cuda::GemvKernels::kStream);
+    CUDA_ASSERT(cuda::launch_gemv_segments(d_x, x_stride, segs, y_stream, c.f32_out, c.m, c.k, 0));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const auto warp_bytes = download<uint8_t>(y_warp, out_bytes);
+    const auto stream_bytes = download<uint8_t>(y_stream, out_bytes);
+    EXPECT_EQ(std::memcmp(warp_bytes.data(), stream_bytes.data(), out_bytes), 0)
+        << "streaming and warp kernels differ";
+
+    std::vector<double> want, got;
+    for (int m = 0; m < c.m; ++m) {
+      int col = 0;
+      for (size_t s = 0; s < c.seg_rows.size(); ++s) {
+        for (int r = 0; r < c.seg_rows[s]; ++r, ++col) {
+          double acc = c.bias ? b_host[s][static_cast<size_t>(r)] : 0.0;
+          for (int i = 0; i < c.k; ++i)
+            acc += static_cast<double>(bf16_bits_to_f32(x[static_cast<size_t>(m * x_stride + i)])) *
+                   bf16_bits_to_f32(w_host[s][static_cast<size_t>(r) * c.k + i]);
+          want.push_back(acc);
+          const size_t at = static_cast<size_t>(m) * n + col;
+          if (c.f32_out) {
+            float v;
+            std::memcpy(&v, stream_bytes.data() + at * 4, 4);
+            got.push_back(v);
+          } else {
+            uint16_t v;
+            std::memcpy(&v, stream_bytes.data() + at * 2, 2);
+            got.push_back(bf16_bits_to_f32(v));
+          }
+        }
+      }
+    }
+    EXPECT_LT(rel_l2(got, want), c.f32_out ? 1e-4 : 1e-2);
+  }
+}
+
+struct MoeCase {
+  int tokens;
+  int experts;
+  int top_k;
+  int hidden;
+  int inter;
+};
+
+TEST_F(GpuGemv, MoeStreamMatchesWarpKernelsAndReference) {
+  const std::vector<MoeCase> cases = {
+      {1, 32, 8, 2048, 768},  // qwen3-30b-a3b decode at batch 1 (fewer experts allocated)
+      {4, 16, 8, 512, 96},
+      {3, 8, 2, 256, 40},
+  };
+  for (const MoeCase& c : cases) {
+    SCOPED_TRACE("tokens=" + std::to_string(c.tokens) + " hidden=" + std::to_string(c.hidden) +
+                 " inter=" + std::to_string(c.inter));
+    std::vector<std::vector<uint16_t>> gate, up, down;
+    std::vector<const void*> gate_d, up_d, down_d;
+    for (int e = 0; e < c.experts; ++e) {
+      gate.push_back(random_bf16(static_cast<size_t>(c.inter) * c.hidden, 0.05f));
+      up.push_back(random_bf16(static_cast<size_t>(c.inter) * c.hidden, 0.05f));
+      down.push_back(random_bf16(static_cast<size_t>(c.hidden) * c.inter, 0.05f));
+      gate_d.push_back(upload(gate.back()));
+      up_d.push_back(upload(up.back()));
+      down_d.push_back(upload(down.back()));
+    }
+    const int pairs = c.tokens * c.top_k;
+    std::vector<int32_t> ids(static_cast<size_t>(pairs));
+    std::vector<float> weights(static_cast<size_t>(pairs));
+    for (int p = 0; p < pairs; ++p) {
+      // Distinct experts per token, and one unrouted slot (-1) in the second token.
+      ids[static_cast<size_t>(p)] = (p % c.top_k * 3 + p / c.top_k) % c.experts;
+      weights[static_cast<size_t>(p)] = 0.1f + 0.05f * static_cast<float>(p % c.top_k);
+    }
+    if (c.tokens > 1) ids[static_cast<size_t>(c.top_k + 1)] = -1;
+    const auto x = random_bf16(static_cast<size_t>(c.tokens) * c.hidden, 1.0f);
+
+    cuda::MoeGemvArgs a;
+    a.x = upload(x);
+    a.x_row_stride = c.hidden;
+    a.topk_ids = upload(ids);
+    a.topk_weights = upload(weights);
+    a.gate_w = upload(gate_d);
+    a.up_w = upload(up_d);
+    a.down_w = upload(down_d);
+    a.num_tokens = c.tokens;
+    a.num_experts = c.experts;
+    a.top_k = c.top_k;
+    a.hidden = c.hidden;
+    a.inter = c.inter;
+    a.workspace_bytes = cuda::moe_gemv_workspace_bytes(a);
+    a.workspace = zeros(a.workspace_bytes);
+    ASSERT_TRUE(cuda::moe_gemv_supported(a));
+    ASSERT_TRUE(cuda::moe_gemv_stream_fits(a)) << "shape should take the streaming kernels";
+    const size_t out_elems = static_cast<size_t>(c.tokens) * c.hidden;
+    void* out_warp = zeros(out_elems * 2);
+    void* out_stream = zeros(out_elems * 2);
+    cuda::set_gemv_kernels(cuda::GemvKernels::kWarp);
+    a.out = out_warp;
+    CUDA_ASSERT(cuda::launch_moe_gemv(a, 0));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const auto h_warp = download<uint16_t>(a.workspace, a.workspace_bytes / 2);
+    cuda::set_gemv_kernels(cuda::GemvKernels::kStream);
+    a.out = out_stream;
+    CUDA_ASSERT(cuda::launch_moe_gemv(a, 0));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const auto h_stream = download<uint16_t>(a.workspace, a.workspace_bytes / 2);
+    const auto warp = download<uint16_t>(out_warp, out_elems);
+    const auto stream = download<uint16_t>(out_stream, out_elems);
+    EXPECT_EQ(h_warp, h_stream) << "gate_up differs";
+    EXPECT_EQ(warp, stream) << "down differs";
+
+    // Reference from the kernels' own bf16 intermediate h (rounding h is part of the contract).
+    std::vector<double> want, got;
+    for (int t = 0; t < c.tokens; ++t) {
+      for (int col = 0; col < c.hidden; ++col) {
+        double total = 0.0;
+        for (int j = 0; j < c.top_k; ++j) {
+          const int p = t * c.top_k + j;
+          const int e = ids[static_cast<size_t>(p)];
+          if (e < 0) continue;
+          double d = 0.0;
+          for (int i = 0; i < c.inter; ++i)
+            d += static_cast<double>(
+                     bf16_bits_to_f32(h_stream[static_cast<size_t>(p) * c.inter + i])) *
+                 bf16_bits_to_f32(
+                     down[static_cast<size_t>(e)][static_cast<size_t>(col) * c.inter + i]);
+          total += weights[static_cast<size_t>(p)] * d;
+        }
+        want.push_back(total);
+        got.push_back(bf16_bits_to_f32(stream[static_cast<size_t>(t) * c.hidden + col]));
+      }
+    }
+    EXPECT_LT(rel_l2(got, want), 1e-2);
+    std::vector<double> h_want, h_got;
+    for (int p = 0; p < pairs; ++p) {
+      const int e = ids[static_cast<size_t>(p)];
+      for (int i = 0; i < c.inter; ++i) {
+        double g = 0.0, u = 0.0;
+        if (e >= 0) {
+          for (int q = 0; q < c.hidden; ++q) {
+            const double xv = bf16_bits_to_f32(x[static_cast<size_t>(p / c.top_k) * c.hidden + q]);
+            g += xv * bf16_bits_to_f32(
+                          gate[static_cast<size_t>(e)][static_cast<size_t>(i) * c.hidden + q]);
+            u += xv * bf16_bits_to_f32(
+                          up[static_cast<size_t>(e)][static_cast<size_t>(i) * c.hidden + q]);
+          }
+        }
+        h_want.push_back(e >= 0 ? g / (1.0 + std::exp(-g)) * u : 0.0);
+        h_got.push_back(bf16_bits_to_f32(h_stream[static_cast<size_t>(p) * c.inter + i]));
+      }
+    }
+    EXPECT_LT(rel_l2(h_got, h_want), 1e-2);
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace locus
