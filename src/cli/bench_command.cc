@@ -70,14 +70,8 @@ int run_latency_command(const LatencyCliOptions& o) {
     }
   }
 #endif
-  BenchEngineSpec spec;
-  spec.model = o.model;
-  spec.load_format = o.load_format;
-  spec.seed = o.seed;
-  spec.block_size = o.block_size;
-  spec.gpu = o.gpu;
+  BenchEngineSpec spec = bench_engine_spec(o);
   spec.max_num_seqs = max_batch;
-  spec.max_num_batched_tokens = o.max_num_batched_tokens;
   spec.max_model_len =
       o.max_model_len > 0 ? o.max_model_len : static_cast<int>(o.input_len + o.output_len);
   double load_seconds = 0;

@@ -20,6 +20,19 @@ struct BenchEngineSpec {
   DeviceCliOptions gpu;
 };
 
+// The fields every bench command's options share (model, weights, device flags, limits).
+template <typename Options>
+BenchEngineSpec bench_engine_spec(const Options& o) {
+  BenchEngineSpec spec;
+  spec.model = o.model;
+  spec.load_format = o.load_format;
+  spec.seed = o.seed;
+  spec.block_size = o.block_size;
+  spec.gpu = o.gpu;
+  spec.max_num_batched_tokens = o.max_num_batched_tokens;
+  return spec;
+}
+
 // Opens the engine (no tokenizer: benches feed token ids) and reports the load time.
 inline Expected<ModelEngine> open_bench_engine(const BenchEngineSpec& s, double* load_seconds) {
   ModelEngineOptions mo;

@@ -40,14 +40,8 @@ int fail(const Status& status) {
 }
 
 int run_throughput_command(const ThroughputCliOptions& o) {
-  BenchEngineSpec spec;
-  spec.model = o.model;
-  spec.load_format = o.load_format;
-  spec.seed = o.seed;
-  spec.block_size = o.block_size;
-  spec.gpu = o.gpu;
+  BenchEngineSpec spec = bench_engine_spec(o);
   spec.max_num_seqs = o.max_num_seqs;
-  spec.max_num_batched_tokens = o.max_num_batched_tokens;
   // Room for the longest request the range ratio can draw.
   const auto longest = static_cast<int>(
       std::ceil(static_cast<double>(o.input_len + o.output_len) * (1 + o.range_ratio)));

@@ -135,13 +135,7 @@ TEST_F(CudaOps, NormsRopeActivationsAndGathers) {
     rc.theta = 1e6;
     rc.layout = neox ? RopeLayout::kNeox : RopeLayout::kInterleaved;
     rc.rotary_dim = neox ? d : d / 2;
-    auto freqs = compute_rope_frequencies(rc, 40960);
-    ASSERT_TRUE(freqs.has_value()) << freqs.status().to_string();
-    RopeParams p;
-    p.inv_freq =
-        testing::from_floats(freqs->inv_freq, {static_cast<int64_t>(freqs->inv_freq.size())});
-    p.attention_factor = neox ? 1.0f : 1.1f;
-    p.layout = rc.layout;
+    const RopeParams p = testing::rope_params_for(rc, 40960, neox ? 1.0f : 1.1f);
     std::vector<int32_t> pos(static_cast<size_t>(t));
     for (int64_t i = 0; i < t; ++i)
       pos[static_cast<size_t>(i)] = static_cast<int32_t>((i * 997) % 40000);
@@ -437,13 +431,7 @@ TEST_F(CudaOps, QkvNormRopeWriteKv) {
         rc.theta = 1e6;
         rc.layout = neox ? RopeLayout::kNeox : RopeLayout::kInterleaved;
         rc.rotary_dim = neox ? d : d / 2;
-        auto freqs = compute_rope_frequencies(rc, 40960);
-        ASSERT_TRUE(freqs.has_value());
-        RopeParams p;
-        p.inv_freq =
-            testing::from_floats(freqs->inv_freq, {static_cast<int64_t>(freqs->inv_freq.size())});
-        p.layout = rc.layout;
-        p.attention_factor = neox ? 1.0f : 1.1f;
+        const RopeParams p = testing::rope_params_for(rc, 40960, neox ? 1.0f : 1.1f);
         Tensor qkv = bf16_exact(random_f32({t, s.width()}, 8002 + static_cast<uint64_t>(d)));
         Tensor pos = testing::from_i32({0, 1, 77, 900, 30000, 5}, {t});
         Tensor slots = testing::from_i64({3, 0, 12, 15, 8, 9}, {t});

@@ -97,12 +97,7 @@ RopeParams rope_params(int64_t rotary_dim, RopeLayout layout) {
   rc.theta = 10000;
   rc.layout = layout;
   rc.rotary_dim = rotary_dim;
-  auto f = compute_rope_frequencies(rc, 4096).value();
-  RopeParams p;
-  p.inv_freq = testing::from_floats(f.inv_freq, {static_cast<int64_t>(f.inv_freq.size())});
-  p.layout = layout;
-  p.attention_factor = 1.0f;
-  return p;
+  return testing::rope_params_for(rc, 4096);
 }
 
 TEST(OpsFused, QkvNormRopeWriteKvEqualsTheOpsOneByOne) {

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/ops.h"
+#include "backend/ops_rope.h"
 #include "core/convert.h"
 #include "core/counter_rng.h"
 #include "core/tensor.h"
@@ -111,6 +113,19 @@ inline double max_abs_diff(std::span<const float> a, std::span<const float> b) {
 
 inline bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Rope parameters of a config as the model layers build them (Hugging Face frequencies for
+// positions below max_positions).
+inline RopeParams rope_params_for(const RopeConfig& config, int64_t max_positions,
+                                  float attention_factor = 1.0f) {
+  auto freqs = compute_rope_frequencies(config, max_positions);
+  EXPECT_TRUE(freqs.has_value()) << freqs.status().to_string();
+  RopeParams p;
+  p.inv_freq = from_floats(freqs->inv_freq, {static_cast<int64_t>(freqs->inv_freq.size())});
+  p.layout = config.layout;
+  p.attention_factor = attention_factor;
+  return p;
 }
 
 }  // namespace locus::testing
