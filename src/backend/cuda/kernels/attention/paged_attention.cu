@@ -2,6 +2,7 @@
 // from host-known fields only, and launches the tile kernel and, for split KV, the merge.
 // No host synchronization, allocation or memset: safe inside CUDA graph capture.
 #include <climits>
+#include <cstdlib>
 
 #include "backend/cuda/kernels/attention/attention_launch.h"
 #include "backend/cuda/kernels/attention/merge_splits.cuh"
@@ -14,10 +15,20 @@ using attention::kRowsPerWarp;
 using attention::TileParams;
 
 // Split KV until the grid has about this many CTAs (4 per SM of a 132-SM H100/H200; decode CTAs
-// are small), but never below kMinSplitKeys keys per split (each split costs a partial write and
+// are small), but never below min_split_keys() keys per split (each split costs a partial write and
 // a merge read of v_head_dim floats per row).
 constexpr int64_t kTargetCtas = 132 * 4;
-constexpr int64_t kMinSplitKeys = 128;
+constexpr int64_t kDefaultMinSplitKeys = 128;
+// LOCUS_CUDA_ATTN_MIN_SPLIT_KEYS overrides the floor (a multiple of the 64-key tile) to
+// measure the trade between shorter splits and more partials to merge.
+int64_t min_split_keys() {
+  static const int64_t keys = [] {
+    const char* v = std::getenv("LOCUS_CUDA_ATTN_MIN_SPLIT_KEYS");
+    const long parsed = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
+    return parsed >= 64 && parsed % 64 == 0 ? static_cast<int64_t>(parsed) : kDefaultMinSplitKeys;
+  }();
+  return keys;
+}
 constexpr int64_t kMaxSplits = 256;
 
 struct Plan {
@@ -84,7 +95,7 @@ Plan make_plan(const PagedAttentionArgs& a) {
   int64_t splits = 1;
   if (ctas < target) {
     splits = (target + ctas - 1) / ctas;
-    const int64_t by_len = (a.max_seq_len + kMinSplitKeys - 1) / kMinSplitKeys;
+    const int64_t by_len = (a.max_seq_len + min_split_keys() - 1) / min_split_keys();
     if (splits > by_len) splits = by_len;
     if (splits > kMaxSplits) splits = kMaxSplits;
     if (splits < 1) splits = 1;
