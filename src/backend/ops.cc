@@ -215,7 +215,12 @@ Status Ops::embedding(const Tensor& table, const Tensor& token_ids, Tensor& out)
 }
 
 Status Ops::linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
-  constexpr std::string_view op = "linear";
+  LOCUS_RETURN_IF_ERROR(validate_linear("linear", x, w, out));
+  return do_linear(x, w, out);
+}
+
+Status Ops::validate_linear(std::string_view op, const Tensor& x, const LinearWeight& w,
+                            const Tensor& out) const {
   LOCUS_RETURN_IF_ERROR(check_linear_weight(op, w));
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[tokens, in]"));
   LOCUS_RETURN_IF_ERROR(check_float(op, "x", x));
@@ -227,8 +232,7 @@ Status Ops::linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
   // f32 out is always allowed (router logits want it); otherwise the activation dtype.
   LOCUS_RETURN_IF_ERROR(check_defined(op, "out", out));
   const DType out_dtype = out.dtype() == DType::kF32 ? DType::kF32 : activation_dtype();
-  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, {x.size(0), w.out_features()}, out_dtype));
-  return do_linear(x, w, out);
+  return check_output(op, "out", out, {x.size(0), w.out_features()}, out_dtype);
 }
 
 Status Ops::merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
@@ -561,7 +565,26 @@ Status Ops::mla_attention(const Tensor& q, const Tensor& cache, const LinearWeig
 
 Status Ops::moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) {
-  constexpr std::string_view op = "moe_route";
+  LOCUS_RETURN_IF_ERROR(validate_moe_route("moe_route", router_logits, correction_bias, routing,
+                                           topk_ids, topk_weights));
+  return do_moe_route(router_logits, correction_bias, routing, topk_ids, topk_weights);
+}
+
+Status Ops::moe_router(const Tensor& x, const LinearWeight& router, const Tensor& correction_bias,
+                       const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
+                       Tensor& topk_weights) {
+  constexpr std::string_view op = "moe_router";
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "router_logits", router_logits));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "router_logits", router_logits, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(validate_linear(op, x, router, router_logits));
+  LOCUS_RETURN_IF_ERROR(
+      validate_moe_route(op, router_logits, correction_bias, routing, topk_ids, topk_weights));
+  return do_moe_router(x, router, correction_bias, routing, router_logits, topk_ids, topk_weights);
+}
+
+Status Ops::validate_moe_route(std::string_view op, const Tensor& router_logits,
+                               const Tensor& correction_bias, const MoeRouting& routing,
+                               const Tensor& topk_ids, const Tensor& topk_weights) const {
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "router_logits", router_logits, 2, "[tokens, experts]"));
   LOCUS_RETURN_IF_ERROR(
       check_output(op, "router_logits", router_logits, router_logits.shape(), DType::kF32));
@@ -591,9 +614,7 @@ Status Ops::moe_route(const Tensor& router_logits, const Tensor& correction_bias
   }
   LOCUS_RETURN_IF_ERROR(
       check_output(op, "topk_ids", topk_ids, {tokens, routing.top_k}, DType::kI32));
-  LOCUS_RETURN_IF_ERROR(
-      check_output(op, "topk_weights", topk_weights, {tokens, routing.top_k}, DType::kF32));
-  return do_moe_route(router_logits, correction_bias, routing, topk_ids, topk_weights);
+  return check_output(op, "topk_weights", topk_weights, {tokens, routing.top_k}, DType::kF32);
 }
 
 Status Ops::moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -288,12 +289,24 @@ class Ops {
   //  then times routed_scaling_factor. Ties go to the lower expert id.
   Status moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                    const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights);
+  // The router and routing in one: router_logits = x W^T (f32 [T, E], as linear), then
+  // moe_route on them. A backend may run both in one kernel; router_logits is still written.
+  Status moe_router(const Tensor& x, const LinearWeight& router, const Tensor& correction_bias,
+                    const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
+                    Tensor& topk_weights);
   // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
   // experts[e] for every expert id, out [T, hidden].
   Status moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      std::span<const ExpertWeights> experts, Tensor& out);
 
  protected:
+  // Argument checks shared by ops and the fused ops built from them.
+  Status validate_linear(std::string_view op, const Tensor& x, const LinearWeight& w,
+                         const Tensor& out) const;
+  Status validate_moe_route(std::string_view op, const Tensor& router_logits,
+                            const Tensor& correction_bias, const MoeRouting& routing,
+                            const Tensor& topk_ids, const Tensor& topk_weights) const;
+
   virtual Expected<Tensor> do_empty(const Dims& shape, DType dtype) = 0;
   virtual Status do_fill_zero(Tensor& t) = 0;
   virtual Expected<Tensor> do_to_device(const Tensor& host) = 0;
@@ -319,6 +332,9 @@ class Ops {
                                            const Tensor& positions, const RopeParams& rope,
                                            const Tensor& slot_mapping, Tensor& k_cache,
                                            Tensor& v_cache, Tensor& q_out);
+  virtual Status do_moe_router(const Tensor& x, const LinearWeight& router,
+                               const Tensor& correction_bias, const MoeRouting& routing,
+                               Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);
   virtual Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache) = 0;
   virtual Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

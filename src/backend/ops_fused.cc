@@ -20,6 +20,13 @@ Status Ops::do_merged_linear(const Tensor& x, std::span<const LinearWeight* cons
   return Status::ok();
 }
 
+Status Ops::do_moe_router(const Tensor& x, const LinearWeight& router,
+                          const Tensor& correction_bias, const MoeRouting& routing,
+                          Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
+  LOCUS_RETURN_IF_ERROR(linear(x, router, router_logits));
+  return moe_route(router_logits, correction_bias, routing, topk_ids, topk_weights);
+}
+
 Status Ops::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
                                       const Tensor& positions, const RopeParams& rope,
                                       const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache,

@@ -14,6 +14,7 @@
 #include "unit/ops_test_util.h"
 
 #ifdef LOCUS_HAS_CUDA
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/runtime/cuda_backend.h"
 #endif
 
@@ -378,6 +379,46 @@ TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
     ASSERT_TRUE(gpu_->moe_experts(up(x), up_raw(ids), up_raw(wts), gpu_experts, got).is_ok());
     expect_close(down(got), to_floats(want), "moe_experts (gemv)");
   }
+}
+
+// The fused router (GEMV whose last CTA routes) against the same GPU's two ops, which the
+// MoeRoute test above checks against the CPU; logits also against the CPU's linear.
+TEST_F(CudaOps, MoeRouterFusedEqualsLinearThenRoute) {
+  cuda::set_gemv_kernels(cuda::GemvKernels::kStream);  // the fused kernel is a streaming one
+  const int64_t hidden = 512, e = 64, k = 6;
+  LinearWeight w;
+  w.weight = bf16_exact(random_f32({e, hidden}, 1200, -0.1f, 0.1f));
+  LinearWeight cw = cpu_.prepare_linear(w).value(), gw = gpu_->prepare_linear(w).value();
+  Tensor bias = random_f32({e}, 1201, -0.05f, 0.05f);
+  MoeRouting r;
+  r.scoring = ScoringFunc::kSigmoid;
+  r.topk_method = TopkMethod::kNoauxTc;
+  r.n_group = 8;
+  r.topk_group = 4;
+  r.top_k = k;
+  r.renormalize = true;
+  r.routed_scaling_factor = 2.5f;
+  for (int64_t t : {1, 4, 8, 9}) {  // 9: above the GEMV rows, the two ops run
+    Tensor x = bf16_exact(random_f32({t, hidden}, 1210 + static_cast<uint64_t>(t)));
+    Tensor gx = up(x);
+    Tensor logits = gpu_->empty({t, e}, DType::kF32).value();
+    Tensor ids = gpu_->empty({t, k}, DType::kI32).value();
+    Tensor wts = gpu_->empty({t, k}, DType::kF32).value();
+    ASSERT_TRUE(gpu_->moe_router(gx, gw, bias, r, logits, ids, wts).is_ok());
+    Tensor ref_logits = gpu_->empty({t, e}, DType::kF32).value();
+    Tensor ref_ids = gpu_->empty({t, k}, DType::kI32).value();
+    Tensor ref_wts = gpu_->empty({t, k}, DType::kF32).value();
+    ASSERT_TRUE(gpu_->linear(gx, gw, ref_logits).is_ok());
+    ASSERT_TRUE(gpu_->moe_route(ref_logits, bias, r, ref_ids, ref_wts).is_ok());
+    EXPECT_EQ(down(logits), down(ref_logits)) << "t=" << t;
+    EXPECT_EQ(down(wts), down(ref_wts)) << "t=" << t;
+    Tensor hi = gpu_->to_host(ids).value(), hr = gpu_->to_host(ref_ids).value();
+    EXPECT_EQ(std::memcmp(hi.raw_data(), hr.raw_data(), hi.nbytes()), 0) << "t=" << t;
+    Tensor want = Tensor::empty({t, e}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.linear(x, cw, want).is_ok());
+    expect_close(down(logits), to_floats(want), "moe_router logits", 1e-4);
+  }
+  cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
 }
 
 // The merged projection (fused QKV): one GEMV launch over three weights with biases at decode

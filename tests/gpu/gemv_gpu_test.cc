@@ -294,6 +294,76 @@ TEST_F(GpuGemv, MoeStreamMatchesWarpKernelsAndReference) {
   }
 }
 
+// The router GEMV whose last CTA routes: logits bit-equal to the plain GEMV's, ids and weights
+// bit-equal to the routing kernel's on those logits; and the counter left at zero.
+TEST_F(GpuGemv, RouterGemvRoutesInItsLastCta) {
+  struct RouteCase {
+    int m, experts, k, top_k;
+    cuda::MoeScoring scoring;
+    cuda::MoeTopk method;
+    int n_group, topk_group;
+    bool bias;
+  };
+  const std::vector<RouteCase> cases = {
+      {1, 128, 2048, 8, cuda::MoeScoring::kSoftmax, cuda::MoeTopk::kGreedy, 1, 1, false},
+      {5, 128, 2048, 8, cuda::MoeScoring::kSoftmax, cuda::MoeTopk::kGreedy, 1, 1, false},
+      {8, 64, 512, 6, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kNoauxTc, 8, 4, true},
+      {3, 256, 1024, 8, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kGroupLimitedGreedy, 8, 3,
+       false},
+  };
+  int* counter = static_cast<int*>(zeros(sizeof(int)));
+  ASSERT_EQ(cudaMemset(counter, 0, sizeof(int)), cudaSuccess);
+  for (const RouteCase& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " experts=" + std::to_string(c.experts));
+    const auto x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.0f);
+    const auto w = random_bf16(static_cast<size_t>(c.experts) * c.k, 0.05f);
+    std::vector<float> bias(static_cast<size_t>(c.experts));
+    for (auto& v : bias)
+      v = std::normal_distribution<float>(0.0f, 0.1f)(rng_);
+    const uint16_t* d_x = upload(x);
+    const uint16_t* d_w = upload(w);
+    cuda::MoeRouteArgs r;
+    r.correction_bias = c.bias ? upload(bias) : nullptr;
+    r.num_tokens = c.m;
+    r.num_experts = c.experts;
+    r.top_k = c.top_k;
+    r.scoring = c.scoring;
+    r.topk_method = c.method;
+    r.n_group = c.n_group;
+    r.topk_group = c.topk_group;
+    r.renormalize = true;
+    r.routed_scaling_factor = 2.5f;
+    const size_t logits_bytes = static_cast<size_t>(c.m) * c.experts * 4;
+    const size_t pick_bytes = static_cast<size_t>(c.m) * c.top_k * 4;
+    // Reference: the plain GEMV, then the routing kernel.
+    cuda::set_gemv_kernels(cuda::GemvKernels::kStream);
+    auto* logits_ref = static_cast<float*>(zeros(logits_bytes));
+    cuda::MoeRouteArgs ref = r;
+    ref.logits = logits_ref;
+    ref.topk_ids = static_cast<int32_t*>(zeros(pick_bytes));
+    ref.topk_weights = static_cast<float*>(zeros(pick_bytes));
+    CUDA_ASSERT(cuda::launch_gemv(d_x, c.k, d_w, logits_ref, true, c.m, c.experts, c.k, 0));
+    CUDA_ASSERT(cuda::launch_moe_route(ref, 0));
+    // Fused, twice (the second launch checks the counter was reset).
+    auto* logits = static_cast<float*>(zeros(logits_bytes));
+    cuda::MoeRouteArgs fused = r;
+    fused.topk_ids = static_cast<int32_t*>(zeros(pick_bytes));
+    fused.topk_weights = static_cast<float*>(zeros(pick_bytes));
+    for (int rep = 0; rep < 2; ++rep) {
+      CUDA_ASSERT(cudaMemset(fused.topk_ids, 0xff, pick_bytes));
+      CUDA_ASSERT(cuda::launch_gemv_route(d_x, c.k, d_w, logits, c.m, c.k, fused, counter, 0));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      EXPECT_EQ(download<uint8_t>(logits, logits_bytes),
+                download<uint8_t>(logits_ref, logits_bytes));
+      EXPECT_EQ(download<int32_t>(fused.topk_ids, pick_bytes / 4),
+                download<int32_t>(ref.topk_ids, pick_bytes / 4));
+      EXPECT_EQ(download<float>(fused.topk_weights, pick_bytes / 4),
+                download<float>(ref.topk_weights, pick_bytes / 4));
+      EXPECT_EQ(download<int>(counter, 1)[0], 0) << "counter not reset";
+    }
+  }
+}
+
 #endif
 
 }  // namespace

@@ -182,5 +182,43 @@ TEST(OpsFused, QkvNormRopeWriteKvRejectsBadShapes) {
   EXPECT_FALSE(cpu.qkv_norm_rope_write_kv(qkv, s, pos, rope, slots, kc, vc, q).is_ok());
 }
 
+TEST(OpsFused, MoeRouterEqualsLinearThenRoute) {
+  CpuBackend cpu;
+  const int64_t t = 5, hidden = 32, experts = 16;
+  LinearWeight w;
+  w.weight = random_f32({experts, hidden}, 21, -0.3f, 0.3f);
+  w = cpu.prepare_linear(w).value();
+  Tensor x = random_f32({t, hidden}, 22);
+  Tensor bias = random_f32({experts}, 23, -0.1f, 0.1f);
+  MoeRouting r;
+  r.scoring = ScoringFunc::kSigmoid;
+  r.topk_method = TopkMethod::kNoauxTc;
+  r.n_group = 4;
+  r.topk_group = 2;
+  r.top_k = 3;
+  r.renormalize = true;
+  r.routed_scaling_factor = 2.5f;
+  Tensor logits = Tensor::empty({t, experts}, DType::kF32).value();
+  Tensor ids = Tensor::empty({t, 3}, DType::kI32).value();
+  Tensor wts = Tensor::empty({t, 3}, DType::kF32).value();
+  ASSERT_TRUE(cpu.moe_router(x, w, bias, r, logits, ids, wts).is_ok());
+  Tensor want_logits = Tensor::empty({t, experts}, DType::kF32).value();
+  Tensor want_ids = Tensor::empty({t, 3}, DType::kI32).value();
+  Tensor want_wts = Tensor::empty({t, 3}, DType::kF32).value();
+  ASSERT_TRUE(cpu.linear(x, w, want_logits).is_ok());
+  ASSERT_TRUE(cpu.moe_route(want_logits, bias, r, want_ids, want_wts).is_ok());
+  EXPECT_EQ(to_floats(logits), to_floats(want_logits));
+  EXPECT_EQ(std::memcmp(ids.raw_data(), want_ids.raw_data(), ids.nbytes()), 0);
+  EXPECT_EQ(to_floats(wts), to_floats(want_wts));
+
+  // Logits must be f32 (the router's contract), and the error names the fused op.
+  Tensor bf16_logits = Tensor::empty({t, experts}, DType::kBF16).value();
+  const Status st = cpu.moe_router(x, w, bias, r, bf16_logits, ids, wts);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.to_string().find("moe_router"), std::string::npos) << st.to_string();
+  Tensor short_ids = Tensor::empty({t, 2}, DType::kI32).value();
+  EXPECT_FALSE(cpu.moe_router(x, w, bias, r, logits, short_ids, wts).is_ok());
+}
+
 }  // namespace
 }  // namespace locus

@@ -35,10 +35,10 @@ Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({tokens, router_.out_features()}, DType::kF32));
-  LOCUS_RETURN_IF_ERROR(ops.linear(x, router_, logits));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({tokens, k}, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({tokens, k}, DType::kF32));
-  LOCUS_RETURN_IF_ERROR(ops.moe_route(logits, correction_bias_, routing_, topk_ids, topk_weights));
+  LOCUS_RETURN_IF_ERROR(
+      ops.moe_router(x, router_, correction_bias_, routing_, logits, topk_ids, topk_weights));
   LOCUS_ASSIGN_OR_RETURN(Tensor routed, ops.empty(x.shape(), ops.activation_dtype()));
   LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
   if (!shared_experts_) return routed;

@@ -130,6 +130,9 @@ class CudaBackend final : public Ops {
   Status do_mla_attention(const Tensor& q, const Tensor& cache, const LinearWeight& kv_b_proj,
                           const AttentionMetadata& metadata, const MlaParams& params,
                           Tensor& out) override;
+  Status do_moe_router(const Tensor& x, const LinearWeight& router, const Tensor& correction_bias,
+                       const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
+                       Tensor& topk_weights) override;
   Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override;
   Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -155,6 +158,8 @@ class CudaBackend final : public Ops {
   Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
+  // The last slot belongs to the fused router (moe_router); attention splits get the rest.
+  static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
   Expected<int*> split_counters();
   Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).

@@ -12,22 +12,13 @@
 
 namespace locus {
 
-Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
-                                 const MoeRouting& routing, Tensor& topk_ids,
-                                 Tensor& topk_weights) {
-  auto timer = profile("moe_route", router_logits.size(0));
-  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ensure_device(router_logits, DType::kF32));
-  Tensor bias;
-  if (correction_bias.defined()) {
-    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
-  }
+namespace {
+
+// The kernels' routing arguments for `routing` (pointers left for the caller).
+cuda::MoeRouteArgs route_args(const MoeRouting& routing, int64_t tokens, int64_t experts) {
   cuda::MoeRouteArgs a;
-  a.logits = logits.data<float>();
-  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
-  a.topk_ids = topk_ids.data<int32_t>();
-  a.topk_weights = topk_weights.data<float>();
-  a.num_tokens = static_cast<int>(logits.size(0));
-  a.num_experts = static_cast<int>(logits.size(1));
+  a.num_tokens = static_cast<int>(tokens);
+  a.num_experts = static_cast<int>(experts);
   a.top_k = static_cast<int>(routing.top_k);
   a.scoring = routing.scoring == ScoringFunc::kSigmoid ? cuda::MoeScoring::kSigmoid
                                                        : cuda::MoeScoring::kSoftmax;
@@ -46,6 +37,25 @@ Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& corr
   a.topk_group = static_cast<int>(routing.topk_group);
   a.renormalize = routing.renormalize;
   a.routed_scaling_factor = routing.routed_scaling_factor;
+  return a;
+}
+
+}  // namespace
+
+Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
+                                 const MoeRouting& routing, Tensor& topk_ids,
+                                 Tensor& topk_weights) {
+  auto timer = profile("moe_route", router_logits.size(0));
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ensure_device(router_logits, DType::kF32));
+  Tensor bias;
+  if (correction_bias.defined()) {
+    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
+  }
+  cuda::MoeRouteArgs a = route_args(routing, logits.size(0), logits.size(1));
+  a.logits = logits.data<float>();
+  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.topk_ids = topk_ids.data<int32_t>();
+  a.topk_weights = topk_weights.data<float>();
   const cudaError_t err = cuda::launch_moe_route(a, stream_);
   if (err == cudaErrorInvalidValue) {
     cudaGetLastError();
@@ -53,6 +63,39 @@ Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& corr
                                    a.num_experts, a.top_k));
   }
   return cuda_status("moe_route", err);
+}
+
+Status CudaBackend::do_moe_router(const Tensor& x, const LinearWeight& router_in,
+                                  const Tensor& correction_bias, const MoeRouting& routing,
+                                  Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
+  const int64_t m = x.size(0);
+  // Decode: one streaming GEMV whose last CTA routes (no routing launch, no logits round trip
+  // through a second kernel). Anything else: the two ops.
+  if (!options_.small_batch_gemv || m > cuda::kGemvMaxRows || router_in.bias.defined() ||
+      x.dtype() != DType::kBF16 || !on_cuda(x) || x.stride(0) % 8 != 0 || !on_cuda(router_logits) ||
+      !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return Ops::do_moe_router(x, router_in, correction_bias, routing, router_logits, topk_ids,
+                              topk_weights);
+  auto timer = profile("moe_router", m, router_in.out_features());
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(router_in));
+  Tensor bias;
+  if (correction_bias.defined()) {
+    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
+  }
+  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
+  cuda::MoeRouteArgs a = route_args(routing, m, w.out_features());
+  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.topk_ids = topk_ids.data<int32_t>();
+  a.topk_weights = topk_weights.data<float>();
+  const cudaError_t err = cuda::launch_gemv_route(
+      x.raw_data(), x.stride(0), w.weight.raw_data(), router_logits.data<float>(),
+      static_cast<int>(m), static_cast<int>(x.size(1)), a, counters + kRouterCounterSlot, stream_);
+  if (err == cudaErrorNotSupported) {
+    cudaGetLastError();
+    return Ops::do_moe_router(x, router_in, correction_bias, routing, router_logits, topk_ids,
+                              topk_weights);
+  }
+  return cuda_status("moe_router (gemv)", err);
 }
 
 Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,

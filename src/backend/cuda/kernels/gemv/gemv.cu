@@ -122,7 +122,8 @@ cudaError_t launch_dense_stream(const StreamPlan& plan, const void* x, int64_t x
   if (err != cudaSuccess) return err;
   const dim3 grid(stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows));
   return launch_pdl(kernel, grid, gemv::kStreamThreads, plan.smem, stream,
-                    static_cast<const bf16*>(x), x_stride, w, y, n, k, plan.stages);
+                    static_cast<const bf16*>(x), x_stride, w, y, n, k, plan.stages, MoeRouteArgs{},
+                    static_cast<int*>(nullptr));
 }
 
 template <int M>
@@ -255,6 +256,54 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
   return launch_pdl(gemv::moe_down_gemv_kernel, down_grid, gemv::kThreads, down_smem, stream,
                     static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
                     static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
+}
+
+cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
+                              int m, int k, const MoeRouteArgs& route, int* counter,
+                              cudaStream_t stream) {
+  MoeRouteArgs r = route;
+  if (m < 1 || m > kGemvMaxRows || k < 8 || k % 8 != 0 || x_row_stride < k ||
+      x_row_stride % 8 != 0 || !aligned_16(x) || !aligned_16(w) || logits == nullptr ||
+      counter == nullptr || route.num_tokens != m || !moe_route_supported(route, &r.n_group))
+    return cudaErrorNotSupported;
+  const StreamPlan plan = stream_plan(static_cast<size_t>(m) * k * sizeof(bf16),
+                                      static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16));
+  const size_t scratch = static_cast<size_t>(gemv::kConsumerWarps) *
+                         moe::route_scratch_floats(r.num_experts, r.n_group) * sizeof(float);
+  if (plan.stages == 0 || scratch > plan.stages * static_cast<size_t>(gemv::kUnitRows) * k * 2)
+    return cudaErrorNotSupported;
+  r.logits = logits;
+  GemvSegments segs;
+  segs.seg[0].w = w;
+  segs.seg[0].rows = r.num_experts;
+  segs.count = 1;
+  const int n = r.num_experts;
+  const dim3 grid(stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows));
+  auto launch = [&](auto* kernel) {
+    const cudaError_t err = allow_smem(kernel, plan.smem);
+    if (err != cudaSuccess) return err;
+    return launch_pdl(kernel, grid, gemv::kStreamThreads, plan.smem, stream,
+                      static_cast<const bf16*>(x), x_row_stride, segs, static_cast<void*>(logits),
+                      n, k, plan.stages, r, counter);
+  };
+  switch (m) {
+    case 1:
+      return launch(gemv::dense_gemv_stream_kernel<1, true, true>);
+    case 2:
+      return launch(gemv::dense_gemv_stream_kernel<2, true, true>);
+    case 3:
+      return launch(gemv::dense_gemv_stream_kernel<3, true, true>);
+    case 4:
+      return launch(gemv::dense_gemv_stream_kernel<4, true, true>);
+    case 5:
+      return launch(gemv::dense_gemv_stream_kernel<5, true, true>);
+    case 6:
+      return launch(gemv::dense_gemv_stream_kernel<6, true, true>);
+    case 7:
+      return launch(gemv::dense_gemv_stream_kernel<7, true, true>);
+    default:
+      return launch(gemv::dense_gemv_stream_kernel<8, true, true>);
+  }
 }
 
 void set_gemv_kernels(GemvKernels kernels) {

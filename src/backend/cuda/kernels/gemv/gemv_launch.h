@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/kernels/moe/moe_launch.h"
+
 namespace locus::cuda {
 
 // Which kernels the launches below use. kAuto: the bulk-copy streaming kernels
@@ -54,6 +56,14 @@ struct GemvSegments {
 };
 cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const GemvSegments& w,
                                  void* y, bool y_f32, int m, int k, cudaStream_t stream);
+
+// The MoE router and routing in one launch (streaming kernels only): logits f32 [m, E] =
+// x W^T with W bf16 [E, k] (E = route.num_experts, route.num_tokens = m), then
+// launch_moe_route's contract on them, run by the last CTA to finish. `counter` is a zeroed
+// int the launch leaves zero. cudaErrorNotSupported: the caller runs the two ops instead.
+cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
+                              int m, int k, const MoeRouteArgs& route, int* counter,
+                              cudaStream_t stream);
 
 // The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
 // h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/kernels/bulk_copy.cuh"
 #include "backend/cuda/kernels/gemv/gemv.cuh"
+#include "backend/cuda/kernels/moe/moe_route.cuh"
 
 namespace locus::cuda::gemv {
 namespace {
@@ -86,10 +87,13 @@ __device__ inline void stage_rows(uint4* dst, const bf16* src, int64_t src_strid
 
 // Dense y = x W^T over weight segments. Unit u = output rows [8u, 8u + 8); consumer warp w
 // owns row 8u + w. Weights are constant: the producer starts streaming before pdl_wait.
-template <int M, bool kF32Out>
+// kRoute (the MoE router, f32 logits): the last CTA to finish routes the M tokens from y with
+// moe::route_token, one warp per token, and resets *counter for the next launch.
+template <int M, bool kF32Out, bool kRoute = false>
 __global__ void __launch_bounds__(kStreamThreads, 1)
     dense_gemv_stream_kernel(const bf16* __restrict__ x, int64_t x_stride, GemvSegments w,
-                             void* __restrict__ y, int n, int k, int stages) {
+                             void* __restrict__ y, int n, int k, int stages, MoeRouteArgs route,
+                             int* counter) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int chunks = k / 8;
   const StreamSmem s = stream_smem(smem, static_cast<size_t>(M) * k * sizeof(bf16));
@@ -168,6 +172,23 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         }
       }
     }
+  }
+  if constexpr (kRoute) {
+    // The threadfence-reduction pattern: publish this CTA's logits, count it, and let the CTA
+    // that completes the count (it then sees every CTA's logits) do the routing.
+    __shared__ int is_last;
+    __threadfence();
+    bulk::named_sync(kConsumerWarps * 32);
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
+    bulk::named_sync(kConsumerWarps * 32);
+    if (!is_last) return;
+    __threadfence();
+    // Every stage has been consumed: its shared memory is free for the routing scratch.
+    float* scratch = reinterpret_cast<float*>(s.stage0) +
+                     warp * moe::route_scratch_floats(route.num_experts, route.n_group);
+    for (int t = warp; t < M; t += kConsumerWarps)
+      moe::route_token(route, t, scratch);
+    if (threadIdx.x == 0) *counter = 0;
   }
 }
 

@@ -33,6 +33,9 @@ struct MoeRouteArgs {
   float routed_scaling_factor = 1.0f;
 };
 cudaError_t launch_moe_route(const MoeRouteArgs& args, cudaStream_t stream);
+// Whether the routing kernels take these arguments (expert and group counts, top_k); when
+// they do, returns the n_group the kernels use (1 for ungrouped routing) in *n_group.
+bool moe_route_supported(const MoeRouteArgs& args, int* n_group);
 
 // out[t] = sum_j topk_weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = topk_ids[t, j].
 // Weights per expert, nn.Linear layout (row-major [out, in], bf16): gate_w[e], up_w[e]

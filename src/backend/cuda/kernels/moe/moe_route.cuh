@@ -67,31 +67,27 @@ __device__ __forceinline__ int warp_argmax(const float* values, int count, int l
 
 }  // namespace route_detail
 
-static __global__ void __launch_bounds__(kRouteWarpsPerBlock * 32)
-    moe_route_kernel(const MoeRouteArgs args) {
+// Routes one token with one warp: `scratch` holds route_scratch_floats(E, n_group) floats that
+// only this warp touches. Shared by the router kernel below and kernels that route in their
+// epilogue (the router GEMV).
+__device__ inline void route_token(const MoeRouteArgs& args, int token, float* scratch) {
   using namespace route_detail;
-  extern __shared__ float route_scratch[];
-  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int token = blockIdx.x * kRouteWarpsPerBlock + warp;
-  if (token >= args.num_tokens) return;  // no block-wide barrier below, so this is safe
-
   const int num_experts = args.num_experts;
-  float* scores = route_scratch + warp * route_scratch_floats(num_experts, args.n_group);
+  float* scores = scratch;
   float* choice = scores + num_experts;
   float* group_scores = choice + num_experts;
+  // Read through L2 only: a fused caller's logits were just written by other CTAs.
   const float* logits = args.logits + static_cast<int64_t>(token) * num_experts;
-
   // Lane l owns experts l, l + 32, ...: it alone writes them until the __syncwarp below.
   if (args.scoring == MoeScoring::kSoftmax) {
     float max_logit = -CUDART_INF_F;
     for (int e = lane; e < num_experts; e += 32)
-      max_logit = fmaxf(max_logit, logits[e]);
+      max_logit = fmaxf(max_logit, __ldcg(logits + e));
     max_logit = warp_max(max_logit);
     float sum = 0.0f;
     for (int e = lane; e < num_experts; e += 32) {
-      const float p = expf(logits[e] - max_logit);
+      const float p = expf(__ldcg(logits + e) - max_logit);
       scores[e] = p;
       sum += p;
     }
@@ -100,7 +96,7 @@ static __global__ void __launch_bounds__(kRouteWarpsPerBlock * 32)
       scores[e] /= sum;
   } else {
     for (int e = lane; e < num_experts; e += 32)
-      scores[e] = 1.0f / (1.0f + expf(-logits[e]));
+      scores[e] = 1.0f / (1.0f + expf(-__ldcg(logits + e)));
   }
   // The correction bias steers which experts are chosen, never their weights.
   for (int e = lane; e < num_experts; e += 32)
@@ -167,6 +163,17 @@ static __global__ void __launch_bounds__(kRouteWarpsPerBlock * 32)
     args.topk_ids[out] = my_id;
     args.topk_weights[out] = weight;
   }
+}
+
+static __global__ void __launch_bounds__(kRouteWarpsPerBlock * 32)
+    moe_route_kernel(const MoeRouteArgs args) {
+  extern __shared__ float route_scratch[];
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / 32;
+  const int token = blockIdx.x * kRouteWarpsPerBlock + warp;
+  if (token >= args.num_tokens) return;  // no block-wide barrier below, so this is safe
+  route_token(args, token,
+              route_scratch + warp * route_scratch_floats(args.num_experts, args.n_group));
 }
 
 }  // namespace locus::cuda::moe
