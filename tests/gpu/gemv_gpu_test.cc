@@ -113,6 +113,8 @@ TEST_F(GpuGemv, DenseStreamMatchesWarpKernelsAndReference) {
       {8, {1001}, 512, false, true},             // partial last unit, f32
       {2, {3}, 64, true, false},                 // fewer rows than one unit
       {5, {300, 44}, 1536, false, false},
+      {8, {2048}, 4096, false, false},  // largest x: fewer stages fit
+      {2, {520}, 6144, true, false},
   };
   for (const DenseCase& c : cases) {
     SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +

@@ -125,6 +125,7 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   static_assert(kHeadDimCap % 16 == 0 && kVHeadDimCap % 16 == 0, "caps are multiples of 16");
 
   pdl_launch_dependents();  // the o projection after us prefetches its weights meanwhile
+  pdl_wait();
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -498,8 +499,7 @@ cudaError_t launch_attention_tiles(const TileParams& params, dim3 grid, size_t s
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
     if (err != cudaSuccess) return err;
   }
-  kernel<<<grid, kWarpRows * kWarpCols * 32, smem_bytes, stream>>>(params);
-  return cudaGetLastError();
+  return launch_pdl(kernel, grid, dim3(kWarpRows * kWarpCols * 32), smem_bytes, stream, params);
 }
 
 // Explicit instantiations for one head-dim capacity: decode (1 x 4 warps) and prefill

@@ -1,4 +1,5 @@
 // Launchers of the small-batch GEMV kernels: shape checks, the M dispatch, grids.
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -18,35 +19,11 @@ cudaError_t allow_smem(Kernel* kernel, size_t smem) {
                               static_cast<int>(smem));
 }
 
-// Launches as a programmatic dependent of the previous kernel in the stream (the kernels call
-// pdl_wait before reading anything that kernel writes).
-// LOCUS_CUDA_PDL=0 launches them plainly (to measure what the overlap buys).
-bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOCUS_CUDA_PDL");
-    return v == nullptr || v[0] != '0';
-  }();
-  return enabled;
-}
-
 template <typename... Params, typename... Args>
 cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, size_t smem,
                        cudaStream_t stream, Args&&... args) {
-  if (!pdl_enabled()) {
-    kernel<<<grid, threads, smem, stream>>>(std::forward<Args>(args)...);
-    return cudaGetLastError();
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return cuda::launch_pdl(kernel, grid, dim3(static_cast<unsigned>(threads)), smem, stream,
+                          std::forward<Args>(args)...);
 }
 
 template <int M>
@@ -89,6 +66,7 @@ int sm_count() {
 // DRAM latencies' worth of bytes in flight (~36 GB/s per SM x ~2 us = ~72 KB).
 constexpr size_t kStageBudget = 192u << 10;
 constexpr size_t kActivationBudget = 64u << 10;
+constexpr size_t kMaxBlockSmem = 227u << 10;
 
 struct StreamPlan {
   int stages = 0;  // 0: the shape does not fit; use the warp kernels
@@ -100,11 +78,14 @@ StreamPlan stream_plan(size_t activation_bytes, size_t stage_bytes, bool check_e
   if ((check_enabled && !stream_enabled()) || activation_bytes > kActivationBudget ||
       stage_bytes == 0)
     return plan;
-  size_t stages = kStageBudget / stage_bytes;
+  // Everything must also fit one CTA's opt-in limit (227 KB on sm_90).
+  const size_t fixed = gemv::kBarrierBytes + gemv::round_up_128(activation_bytes);
+  if (fixed >= kMaxBlockSmem) return plan;
+  size_t stages = std::min(kStageBudget, kMaxBlockSmem - fixed) / stage_bytes;
   if (stages > static_cast<size_t>(gemv::kMaxStages)) stages = gemv::kMaxStages;
   if (stages < 2) return plan;
   plan.stages = static_cast<int>(stages);
-  plan.smem = gemv::kBarrierBytes + gemv::round_up_128(activation_bytes) + stages * stage_bytes;
+  plan.smem = fixed + stages * stage_bytes;
   return plan;
 }
 
