@@ -125,7 +125,6 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   static_assert(kHeadDimCap % 16 == 0 && kVHeadDimCap % 16 == 0, "caps are multiples of 16");
 
   pdl_launch_dependents();  // the o projection after us prefetches its weights meanwhile
-  pdl_wait();
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -499,7 +498,8 @@ cudaError_t launch_attention_tiles(const TileParams& params, dim3 grid, size_t s
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
     if (err != cudaSuccess) return err;
   }
-  return launch_pdl(kernel, grid, dim3(kWarpRows * kWarpCols * 32), smem_bytes, stream, params);
+  kernel<<<grid, kWarpRows * kWarpCols * 32, smem_bytes, stream>>>(params);
+  return cudaGetLastError();
 }
 
 // Explicit instantiations for one head-dim capacity: decode (1 x 4 warps) and prefill

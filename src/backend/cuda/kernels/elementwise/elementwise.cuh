@@ -60,7 +60,6 @@ __global__ void gather_rows_kernel(const char* x, int64_t x_rows, int64_t row_by
 
 __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16* out) {
   pdl_launch_dependents();
-  pdl_wait();
   const int64_t row = blockIdx.x;
   const int64_t i = row / x.dim1;
   const int64_t j = row % x.dim1;
@@ -80,7 +79,6 @@ __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16*
 __global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, const float* weight,
                                     float eps, bf16* out) {
   pdl_launch_dependents();  // the GEMV after us prefetches its weights meanwhile
-  pdl_wait();
   const int64_t row = blockIdx.x;
   bf16* r = residual + row * n;
   const bf16* xr = x + row * n;
@@ -102,8 +100,6 @@ __global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, co
 __global__ void rope_kernel(bf16* x, int64_t tokens, int64_t heads, int64_t stride_token,
                             int64_t stride_head, const int32_t* positions, const float* inv_freq,
                             int half, float attention_factor, bool neox) {
-  pdl_launch_dependents();
-  pdl_wait();
   const int64_t t = blockIdx.x;
   if (t >= tokens) return;
   const float pos = static_cast<float>(positions[t]);

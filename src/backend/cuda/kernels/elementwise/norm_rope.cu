@@ -16,16 +16,18 @@ cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, vo
                             cudaStream_t stream) {
   const int64_t rows = x.dim0 * x.dim1;
   if (rows == 0) return cudaSuccess;
-  return launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(norm_threads(x.n)), 0,
-                    stream, x, weight, eps, static_cast<bf16*>(out));
+  rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(x.n), 0, stream>>>(
+      x, weight, eps, static_cast<bf16*>(out));
+  return cudaGetLastError();
 }
 
 cudaError_t launch_add_rms_norm(void* residual, const void* x, int64_t rows, int64_t n,
                                 const float* weight, float eps, void* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  return launch_pdl(add_rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(norm_threads(n)),
-                    0, stream, static_cast<bf16*>(residual), static_cast<const bf16*>(x), n, weight,
-                    eps, static_cast<bf16*>(out));
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(n), 0, stream>>>(
+      static_cast<bf16*>(residual), static_cast<const bf16*>(x), n, weight, eps,
+      static_cast<bf16*>(out));
+  return cudaGetLastError();
 }
 
 cudaError_t launch_rope(void* x, int64_t tokens, int64_t heads, int64_t stride_token,
@@ -34,9 +36,10 @@ cudaError_t launch_rope(void* x, int64_t tokens, int64_t heads, int64_t stride_t
   if (tokens == 0 || rotary_dim == 0) return cudaSuccess;
   const int64_t work = heads * (rotary_dim / 2);
   const int threads = work >= 256 ? 256 : (work >= 128 ? 128 : 64);
-  return launch_pdl(rope_kernel, dim3(static_cast<unsigned>(tokens)), dim3(threads), 0, stream,
-                    static_cast<bf16*>(x), tokens, heads, stride_token, stride_head, positions,
-                    inv_freq, static_cast<int>(rotary_dim / 2), attention_factor, neox);
+  rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+      static_cast<bf16*>(x), tokens, heads, stride_token, stride_head, positions, inv_freq,
+      rotary_dim / 2, attention_factor, neox);
+  return cudaGetLastError();
 }
 
 }  // namespace locus::cuda

@@ -1,6 +1,7 @@
 // Launchers of the small-batch GEMV kernels: shape checks, the M dispatch, grids.
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "backend/cuda/kernels/gemv/gemv_stream.cuh"
@@ -42,13 +43,20 @@ cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w,
 // The streaming kernels (gemv_stream.cuh): one CTA per SM, `stages` copies in flight.
 GemvKernels g_kernels = GemvKernels::kAuto;
 
-bool stream_enabled() {
+// Which launches the streaming kernels take by default: LOCUS_CUDA_GEMV_STREAM = 1 / all,
+// dense (the projections and the router), moe (the experts), or 0 (none, the default).
+enum class StreamUse { kDense, kMoe };
+bool stream_enabled(StreamUse use) {
   if (g_kernels != GemvKernels::kAuto) return g_kernels == GemvKernels::kStream;
-  static const bool enabled = [] {
+  static const int mask = [] {
     const char* v = std::getenv("LOCUS_CUDA_GEMV_STREAM");
-    return v != nullptr && v[0] == '1';  // opt-in until measured on the GPU
+    const std::string s = v != nullptr ? v : "0";
+    if (s == "1" || s == "all") return 3;
+    if (s == "dense") return 1;
+    if (s == "moe") return 2;
+    return 0;
   }();
-  return enabled;
+  return (mask & (use == StreamUse::kDense ? 1 : 2)) != 0;
 }
 
 int sm_count() {
@@ -73,11 +81,9 @@ struct StreamPlan {
   size_t smem = 0;
 };
 
-StreamPlan stream_plan(size_t activation_bytes, size_t stage_bytes, bool check_enabled = true) {
+StreamPlan stream_plan(size_t activation_bytes, size_t stage_bytes) {
   StreamPlan plan;
-  if ((check_enabled && !stream_enabled()) || activation_bytes > kActivationBudget ||
-      stage_bytes == 0)
-    return plan;
+  if (activation_bytes > kActivationBudget || stage_bytes == 0) return plan;
   // Everything must also fit one CTA's opt-in limit (227 KB on sm_90).
   const size_t fixed = gemv::kBarrierBytes + gemv::round_up_128(activation_bytes);
   if (fixed >= kMaxBlockSmem) return plan;
@@ -110,8 +116,10 @@ cudaError_t launch_dense_stream(const StreamPlan& plan, const void* x, int64_t x
 template <int M>
 cudaError_t launch_dense_any(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
                              bool y_f32, int n, int k, cudaStream_t stream) {
-  const StreamPlan plan = stream_plan(static_cast<size_t>(M) * k * sizeof(bf16),
-                                      static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16));
+  const StreamPlan plan = stream_enabled(StreamUse::kDense)
+                              ? stream_plan(static_cast<size_t>(M) * k * sizeof(bf16),
+                                            static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16))
+                              : StreamPlan{};
   if (plan.stages > 0) return launch_dense_stream<M>(plan, x, x_stride, w, y, y_f32, n, k, stream);
   return launch_dense<M>(x, x_stride, w, y, y_f32, n, k, stream);
 }
@@ -192,9 +200,11 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
   auto* h = static_cast<bf16*>(a.workspace);
   const int pairs = a.num_tokens * a.top_k;
   cudaError_t err;
+  const bool moe_stream = stream_enabled(StreamUse::kMoe);
   const StreamPlan up_plan =
-      stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
-                  2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16));
+      !moe_stream ? StreamPlan{}
+                  : stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
+                                2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16));
   if (up_plan.stages > 0) {
     err = allow_smem(gemv::moe_gate_up_stream_kernel, up_plan.smem);
     if (err != cudaSuccess) return err;
@@ -216,8 +226,10 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
   }
   if (err != cudaSuccess) return err;
   const StreamPlan down_plan =
-      stream_plan(static_cast<size_t>(pairs) * a.inter * sizeof(bf16),
-                  static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16));
+      !moe_stream
+          ? StreamPlan{}
+          : stream_plan(static_cast<size_t>(pairs) * a.inter * sizeof(bf16),
+                        static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16));
   if (down_plan.stages > 0) {
     err = allow_smem(gemv::moe_down_stream_kernel, down_plan.smem);
     if (err != cudaSuccess) return err;
@@ -247,6 +259,7 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
       x_row_stride % 8 != 0 || !aligned_16(x) || !aligned_16(w) || logits == nullptr ||
       counter == nullptr || route.num_tokens != m || !moe_route_supported(route, &r.n_group))
     return cudaErrorNotSupported;
+  if (!stream_enabled(StreamUse::kDense)) return cudaErrorNotSupported;
   const StreamPlan plan = stream_plan(static_cast<size_t>(m) * k * sizeof(bf16),
                                       static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16));
   const size_t scratch = static_cast<size_t>(gemv::kConsumerWarps) *
@@ -294,7 +307,7 @@ void set_gemv_kernels(GemvKernels kernels) {
 bool gemv_stream_fits(int m, int k) {
   return m >= 1 && m <= kGemvMaxRows && k >= 8 && k % 8 == 0 &&
          stream_plan(static_cast<size_t>(m) * k * sizeof(bf16),
-                     static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16), false)
+                     static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16))
                  .stages > 0;
 }
 
@@ -302,10 +315,10 @@ bool moe_gemv_stream_fits(const MoeGemvArgs& a) {
   if (!moe_gemv_supported(a)) return false;
   const size_t pairs = static_cast<size_t>(a.num_tokens) * a.top_k;
   return stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
-                     2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16), false)
+                     2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16))
                  .stages > 0 &&
          stream_plan(pairs * a.inter * sizeof(bf16),
-                     static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16), false)
+                     static_cast<size_t>(a.top_k) * gemv::kUnitRows * a.inter * sizeof(bf16))
                  .stages > 0;
 }
 
