@@ -129,6 +129,21 @@ TEST_F(CudaOps, NormsRopeActivationsAndGathers) {
       gpu_->add_rms_norm(gres, up(delta), gpu_->prepare_weight(wn).value(), 1e-5f, got2).is_ok());
   expect_close(down(got2), to_floats(want), "add_rms_norm out");
   expect_close(down(gres), to_floats(cres), "add_rms_norm residual");
+  {  // a row length off the vectorized path (n not a multiple of 256)
+    const int64_t n = 200;
+    Tensor r2 = bf16_exact(random_f32({3, n}, 15));
+    Tensor d2 = bf16_exact(random_f32({3, n}, 16));
+    Tensor w2 = random_f32({n}, 17, 0.5f, 1.5f);
+    Tensor gr2 = up(r2);
+    Tensor cr2 = testing::from_floats(to_floats(r2), {3, n});
+    Tensor want2 = Tensor::empty({3, n}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.add_rms_norm(cr2, d2, w2, 1e-5f, want2).is_ok());
+    Tensor got3 = out_bf16({3, n});
+    ASSERT_TRUE(
+        gpu_->add_rms_norm(gr2, up(d2), gpu_->prepare_weight(w2).value(), 1e-5f, got3).is_ok());
+    expect_close(down(got3), to_floats(want2), "add_rms_norm out (n 200)");
+    expect_close(down(gr2), to_floats(cr2), "add_rms_norm residual (n 200)");
+  }
 
   // rope: neox and interleaved, partial rotary, YaRN attention factor; positions up to 40k.
   for (bool neox : {true, false}) {

@@ -26,9 +26,9 @@ except OSError:
 
 def short(n):
     s = pretty.get(n, n)
-    s = s.split("(")[0]
     for junk in ["void ", "locus::cuda::", "(anonymous namespace)::", "locus::"]:
         s = s.replace(junk, "")
+    s = s.split("(")[0]
     return s[:70]
 
 graph = [r for r in rows if r[2] != 0]

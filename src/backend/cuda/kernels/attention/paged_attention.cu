@@ -18,7 +18,10 @@ using attention::TileParams;
 // are small), but never below min_split_keys() keys per split (each split costs a partial write and
 // a merge read of v_head_dim floats per row).
 constexpr int64_t kTargetCtas = 132 * 4;
-constexpr int64_t kDefaultMinSplitKeys = 128;
+// One 64-key tile per split: at decode a CTA's time is mostly its chain of dependent loads,
+// not its keys. H200, 1088 keys, with the streaming dense GEMVs: batch 1 4.25 -> 4.16 ms,
+// batch 8 11.27 either way (with the warp GEMVs batch 8 went 11.45 -> 11.77 ms instead).
+constexpr int64_t kDefaultMinSplitKeys = 64;
 // LOCUS_CUDA_ATTN_MIN_SPLIT_KEYS overrides the floor (a multiple of the 64-key tile) to
 // measure the trade between shorter splits and more partials to merge.
 int64_t min_split_keys() {

@@ -97,6 +97,47 @@ __global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, co
   }
 }
 
+// add_rms_norm for rows of n = 8 * blockDim.x elements (decode: one short row, where the
+// strided kernel above is all latency): each thread loads its 8 residual, x and weight values
+// with 16-byte loads issued together, then one warp-shuffle + shared-memory reduction.
+// Same arithmetic per element as add_rms_norm_kernel; only the order of the sum of squares
+// differs.
+__global__ void add_rms_norm_vec_kernel(bf16* residual, const bf16* x, int64_t n,
+                                        const float* weight, float eps, bf16* out) {
+  pdl_launch_dependents();
+  const int64_t base = blockIdx.x * n + threadIdx.x * 8;
+  const uint4 rv = *reinterpret_cast<const uint4*>(residual + base);
+  const uint4 xv = *reinterpret_cast<const uint4*>(x + base);
+  const float4 w0 = reinterpret_cast<const float4*>(weight)[threadIdx.x * 2];
+  const float4 w1 = reinterpret_cast<const float4*>(weight)[threadIdx.x * 2 + 1];
+  const auto* r2 = reinterpret_cast<const __nv_bfloat162*>(&rv);
+  const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+  uint4 sum_bits;
+  auto* s2 = reinterpret_cast<__nv_bfloat162*>(&sum_bits);
+  float v[8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = __bfloat1622float2(r2[i]);
+    const float2 b = __bfloat1622float2(x2[i]);
+    s2[i] = __floats2bfloat162_rn(a.x + b.x, a.y + b.y);
+    const float2 rounded = __bfloat1622float2(s2[i]);
+    v[2 * i] = rounded.x;
+    v[2 * i + 1] = rounded.y;
+    ss += rounded.x * rounded.x;
+    ss += rounded.y * rounded.y;
+  }
+  *reinterpret_cast<uint4*>(residual + base) = sum_bits;
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
+  const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint4 out_bits;
+  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    o2[i] = __floats2bfloat162_rn(v[2 * i] * inv * w[2 * i], v[2 * i + 1] * inv * w[2 * i + 1]);
+  *reinterpret_cast<uint4*>(out + base) = out_bits;
+}
+
 __global__ void rope_kernel(bf16* x, int64_t tokens, int64_t heads, int64_t stride_token,
                             int64_t stride_head, const int32_t* positions, const float* inv_freq,
                             int half, float attention_factor, bool neox) {

@@ -16,7 +16,8 @@
 namespace locus::cuda {
 
 // Which kernels the launches below use. kAuto: the bulk-copy streaming kernels
-// (gemv_stream.cuh) wherever the shape fits their shared memory when LOCUS_CUDA_GEMV_STREAM=1;
+// (gemv_stream.cuh) for the dense launches wherever the shape fits their shared memory, the
+// warp kernels for the experts (LOCUS_CUDA_GEMV_STREAM = 0 / dense / moe / all changes that);
 // kStream / kWarp force one family (kStream still falls back for shapes it cannot take). Both
 // give identical results; the switch exists to measure one against the other.
 enum class GemvKernels { kAuto, kStream, kWarp };
