@@ -162,6 +162,7 @@ BENCHMARK(BM_DenseGemv)
     ->ArgsProduct({{0, 1, 2, 3}, {1}, {0, 1}})
     ->ArgsProduct({{0}, {8}, {0, 1}})
     ->UseManualTime()
+    ->Iterations(30)  // each run allocates and fills hundreds of MB: one run, fixed replays
     ->Unit(benchmark::kMicrosecond);
 
 // The routed experts of one token (top 8 of 128, hidden 2048, intermediate 768): gate_up then
@@ -241,7 +242,12 @@ void BM_MoeGemvQwen3(benchmark::State& state) {
   for (void* p : {d_ids, d_weights, x, out, workspace})
     cudaFree(p);
 }
-BENCHMARK(BM_MoeGemvQwen3)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MoeGemvQwen3)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Iterations(30)
+    ->Unit(benchmark::kMicrosecond);
 
 #endif
 
