@@ -14,6 +14,7 @@
 
 #include "backend/device.h"
 #include "core/float_convert.h"
+#include "gpu/gpu_test_util.h"
 
 #ifdef LOCUS_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -31,13 +32,6 @@ TEST(GpuGemv, NeedsCuda) {
 }
 
 #else
-
-#define CUDA_ASSERT(call)                                        \
-  do {                                                           \
-    const cudaError_t cuda_assert_err = (call);                  \
-    ASSERT_EQ(cuda_assert_err, cudaSuccess)                      \
-        << #call << ": " << cudaGetErrorString(cuda_assert_err); \
-  } while (0)
 
 class GpuGemv : public ::testing::Test {
  protected:

@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
 #include "core/float_convert.h"
+#include "gpu/gpu_test_util.h"
 #include "unit/ops_test_util.h"
 
 #ifdef LOCUS_HAS_CUDA
@@ -34,13 +35,6 @@ TEST(GpuMoe, NeedsCuda) {
 }
 
 #else
-
-#define CUDA_ASSERT(call)                                        \
-  do {                                                           \
-    const cudaError_t cuda_assert_err = (call);                  \
-    ASSERT_EQ(cuda_assert_err, cudaSuccess)                      \
-        << #call << ": " << cudaGetErrorString(cuda_assert_err); \
-  } while (0)
 
 bool has_gpu(std::string& reason) {
   DeviceReport report = query_devices();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "gpu/gpu_test_util.h"
 #include "sampling/logits_processors.h"
 #include "sampling/sampling_params.h"
 
@@ -33,13 +34,6 @@ TEST(GpuSampling, NeedsCuda) {
 #else
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-#define CUDA_ASSERT(call)                                        \
-  do {                                                           \
-    const cudaError_t cuda_assert_err = (call);                  \
-    ASSERT_EQ(cuda_assert_err, cudaSuccess)                      \
-        << #call << ": " << cudaGetErrorString(cuda_assert_err); \
-  } while (0)
 
 #define SKIP_WITHOUT_GPU()                                          \
   do {                                                              \
