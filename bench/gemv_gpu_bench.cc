@@ -119,7 +119,8 @@ void run_graph(benchmark::State& state, int count, Launch launch) {
   cudaStreamDestroy(stream);
 }
 
-// Args: shape index, rows of x, family (0 warp, 1 stream).
+// Args: shape index, rows of x, family (0 warp, 1 stream), hot (1: every launch reads the same
+// weights, which then sit in L2 -- the time left is the kernel's fixed cost plus L2 reads).
 void BM_DenseGemv(benchmark::State& state) {
   if (query_devices().gpus.empty()) {
     state.SkipWithError("no CUDA GPU");
@@ -128,13 +129,16 @@ void BM_DenseGemv(benchmark::State& state) {
   const Shape& shape = kShapes[state.range(0)];
   const int m = static_cast<int>(state.range(1));
   const bool stream_family = state.range(2) == 1;
-  state.SetLabel(std::string(shape.name) + (stream_family ? " stream" : " warp"));
+  const bool hot = state.range(3) == 1;
+  state.SetLabel(std::string(shape.name) + (stream_family ? " stream" : " warp") +
+                 (hot ? " L2-hot" : ""));
   if (stream_family && !cuda::gemv_stream_fits(m, shape.k)) {
     state.SkipWithError("shape does not fit the streaming kernel");
     return;
   }
   const size_t w_bytes = static_cast<size_t>(shape.n) * shape.k * 2;
-  const int copies = static_cast<int>(kRotationBytes / w_bytes) + 1;
+  const int launches = static_cast<int>(kRotationBytes / w_bytes) + 1;
+  const int copies = hot ? 1 : launches;
   std::vector<void*> weights(static_cast<size_t>(copies));
   void* x = nullptr;
   void* y = nullptr;
@@ -146,9 +150,9 @@ void BM_DenseGemv(benchmark::State& state) {
   fill_random(x, static_cast<size_t>(m) * shape.k * 2);
   cudaMalloc(&y, static_cast<size_t>(m) * shape.n * 4);
   cuda::set_gemv_kernels(stream_family ? cuda::GemvKernels::kStream : cuda::GemvKernels::kWarp);
-  run_graph(state, copies, [&](int i, cudaStream_t s) {
-    return cuda::launch_gemv(x, shape.k, weights[static_cast<size_t>(i)], y, shape.f32_out, m,
-                             shape.n, shape.k, s);
+  run_graph(state, launches, [&](int i, cudaStream_t s) {
+    return cuda::launch_gemv(x, shape.k, weights[static_cast<size_t>(i % copies)], y, shape.f32_out,
+                             m, shape.n, shape.k, s);
   });
   cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w_bytes) / 1e9,
@@ -159,8 +163,9 @@ void BM_DenseGemv(benchmark::State& state) {
   cudaFree(y);
 }
 BENCHMARK(BM_DenseGemv)
-    ->ArgsProduct({{0, 1, 2, 3}, {1}, {0, 1}})
-    ->ArgsProduct({{0}, {8}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1}, {0, 1}, {0}})
+    ->ArgsProduct({{0, 1, 2}, {1}, {0, 1}, {1}})
+    ->ArgsProduct({{0}, {8}, {0, 1}, {0}})
     ->UseManualTime()
     ->Iterations(30)  // each run allocates and fills hundreds of MB: one run, fixed replays
     ->Unit(benchmark::kMicrosecond);
