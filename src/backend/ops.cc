@@ -235,15 +235,6 @@ Status Ops::validate_linear(std::string_view op, const Tensor& x, const LinearWe
   return check_output(op, "out", out, {x.size(0), w.out_features()}, out_dtype);
 }
 
-Status Ops::prefetch(std::span<const LinearWeight* const> weights) {
-  return do_prefetch(weights);
-}
-
-Status Ops::do_prefetch(std::span<const LinearWeight* const> weights) {
-  (void)weights;
-  return Status::ok();
-}
-
 Status Ops::merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
                           Tensor& out) {
   constexpr std::string_view op = "merged_linear";

@@ -194,13 +194,6 @@ class Ops {
   // Bytes a checkpoint tensor of `numel` elements of `dtype` takes once prepared.
   virtual uint64_t prepared_weight_bytes(DType dtype, int64_t numel) const = 0;
 
-  // ---- hints -----------------------------------------------------------------------------------
-  // `weights` are read soon by a later op of this step. A backend with caches may start moving
-  // them toward the compute units while the ops before that one run (the CUDA backend: an L2
-  // prefetch on a side stream). Changes no result; the default does nothing. Weights of another
-  // backend or undefined ones are ignored.
-  Status prefetch(std::span<const LinearWeight* const> weights);
-
   // ---- weights (host tensors in, possibly read-only and unaligned checkpoint views) -----------
   Expected<LinearWeight> prepare_linear(const LinearWeight& host);
   // Norm weights, embedding tables, correction biases: converted to the backend's float type.
@@ -331,7 +324,6 @@ class Ops {
   virtual Status do_add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
   virtual Status do_copy(const Tensor& src, Tensor& dst) = 0;
-  virtual Status do_prefetch(std::span<const LinearWeight* const> weights);
   // Fusions: the defaults compose the ops above (ops_fused.cc); backends override them with
   // fused kernels where those pay.
   virtual Status do_merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,

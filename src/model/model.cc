@@ -154,11 +154,6 @@ Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x,
   return layer.gqa->forward(ops_, x, batch, cache);
 }
 
-Status Model::prefetch_layer_inputs(const DecoderLayer& layer) {
-  if (layer.mla) return layer.mla->prefetch_inputs(ops_);
-  return layer.gqa->prefetch_inputs(ops_);
-}
-
 Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, forward_on_device(batch, cache));
   return ops_.to_host(logits);
@@ -186,15 +181,12 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   // Pre-norm residual stream: residual accumulates each sublayer's output; the fused
   // add_rms_norm produces the next sublayer's normalized input in the same step.
   LOCUS_ASSIGN_OR_RETURN(Tensor residual, ops_.empty({tokens, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(prefetch_layer_inputs(layers_.front()));
   LOCUS_RETURN_IF_ERROR(ops_.embedding(embed_tokens_, device.token_ids, residual));
   LOCUS_ASSIGN_OR_RETURN(Tensor normed, ops_.empty({tokens, hidden}, dtype));
   LOCUS_RETURN_IF_ERROR(ops_.rms_norm(residual, layers_.front().input_norm, eps_, normed));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& layer = layers_[i];
     LOCUS_ASSIGN_OR_RETURN(Tensor attn, run_layer(layer, normed, device, cache.layers[i]));
-    // The next layer's input projections load while this layer's MoE runs.
-    if (i + 1 < layers_.size()) LOCUS_RETURN_IF_ERROR(prefetch_layer_inputs(layers_[i + 1]));
     LOCUS_RETURN_IF_ERROR(
         ops_.add_rms_norm(residual, attn, layer.post_attention_norm, eps_, normed));
     Tensor mlp_out;

@@ -61,7 +61,6 @@ class Model {
   // prepared_bytes: what the weights take on the backend (a progress bar above 256 MiB).
   Status load_weights(const WeightSource& source, const ArchitectureSpec& spec,
                       uint64_t prepared_bytes);
-  Status prefetch_layer_inputs(const DecoderLayer& layer);
   Expected<Tensor> run_layer(const DecoderLayer& layer, const Tensor& x, const DeviceBatch& batch,
                              KvCacheLayer& cache);
 

@@ -36,9 +36,6 @@ Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
   LOCUS_ASSIGN_OR_RETURN(Tensor qkv, ops.empty({tokens, s.width()}, dtype));
   const LinearWeight* parts[] = {&q_proj_, &k_proj_, &v_proj_};
   LOCUS_RETURN_IF_ERROR(ops.merged_linear(x, parts, qkv));
-  // o_proj loads while rope and attention run (they read little memory).
-  const LinearWeight* output[] = {&o_proj_};
-  LOCUS_RETURN_IF_ERROR(ops.prefetch(output));
   LOCUS_ASSIGN_OR_RETURN(Tensor q, ops.empty({tokens, s.num_heads, s.head_dim}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.qkv_norm_rope_write_kv(
       qkv, s, batch.positions, rope_, batch.attention.slot_mapping, cache.k, cache.v, q));
@@ -48,11 +45,6 @@ Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
   LOCUS_ASSIGN_OR_RETURN(Tensor out, ops.empty({tokens, o_proj_.out_features()}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.linear(attn2, o_proj_, out));
   return out;
-}
-
-Status GqaAttention::prefetch_inputs(Ops& ops) const {
-  const LinearWeight* parts[] = {&q_proj_, &k_proj_, &v_proj_};
-  return ops.prefetch(parts);
 }
 
 }  // namespace locus

@@ -25,10 +25,6 @@ class GqaAttention {
   Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
                            KvCacheLayer& cache) const;
 
-  // Ops::prefetch of the projections forward() reads first, issued by the layer before this one
-  // so they load while that layer's MoE runs.
-  Status prefetch_inputs(Ops& ops) const;
-
  private:
   LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;
   QkvSpec qkv_;  // heads, head dims and the q/k norm

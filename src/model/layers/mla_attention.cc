@@ -58,9 +58,6 @@ Expected<Tensor> MlaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
   // One projection yields the latent and the shared rope key: [c_kv (rank) | k_pe (rope)].
   LOCUS_ASSIGN_OR_RETURN(Tensor kv_a, ops.empty({tokens, rank + rope_dim}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.linear(x, kv_a_proj_with_mqa_, kv_a));
-  // kv_b_proj and o_proj load while the norms, rope and cache write run.
-  const LinearWeight* later[] = {&kv_b_proj_, &o_proj_};
-  LOCUS_RETURN_IF_ERROR(ops.prefetch(later));
   LOCUS_ASSIGN_OR_RETURN(Tensor latent_raw, kv_a.slice(1, 0, rank));
   LOCUS_ASSIGN_OR_RETURN(Tensor latent, ops.empty({tokens, rank}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.rms_norm(latent_raw, kv_a_layernorm_, eps_, latent));
@@ -76,11 +73,6 @@ Expected<Tensor> MlaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
   LOCUS_ASSIGN_OR_RETURN(Tensor out, ops.empty({tokens, o_proj_.out_features()}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.linear(attn2, o_proj_, out));
   return out;
-}
-
-Status MlaAttention::prefetch_inputs(Ops& ops) const {
-  const LinearWeight* parts[] = {has_q_lora_ ? &q_a_proj_ : &q_proj_, &kv_a_proj_with_mqa_};
-  return ops.prefetch(parts);
 }
 
 }  // namespace locus

@@ -23,10 +23,6 @@ class MlaAttention {
   Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
                            KvCacheLayer& cache) const;
 
-  // Ops::prefetch of the projections forward() reads first, issued by the layer before this one
-  // so they load while that layer's MoE runs.
-  Status prefetch_inputs(Ops& ops) const;
-
  private:
   bool has_q_lora_ = false;
   LinearWeight q_proj_;  // without q LoRA

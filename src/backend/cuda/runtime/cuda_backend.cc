@@ -99,7 +99,6 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
     b->options_.small_batch_gemv = false;
   }
-  LOCUS_RETURN_IF_ERROR(b->create_prefetch_stream());
   if (const char* env = std::getenv("LOCUS_CUDA_OP_PROFILE"); env != nullptr && env[0] == '1') {
     b->profiler_ = std::make_unique<cuda::OpProfiler>(b->stream_);
   }
@@ -136,12 +135,6 @@ CudaBackend::~CudaBackend() {
   gemm_workspace_ = Tensor();
   slab_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  if (prefetch_stream_ != nullptr) {
-    cudaStreamSynchronize(prefetch_stream_);
-    cudaStreamDestroy(prefetch_stream_);
-  }
-  if (prefetch_fork_ != nullptr) cudaEventDestroy(prefetch_fork_);
-  if (prefetch_join_ != nullptr) cudaEventDestroy(prefetch_join_);
 }
 
 std::string CudaBackend::name() const {
@@ -175,13 +168,9 @@ Status CudaBackend::synchronize() {
 
 Expected<std::unique_ptr<Ops::Graph>> CudaBackend::capture_graph(
     const std::function<Status()>& body) {
-  // Side-stream work from before the capture is not part of it; only forks made inside are joined.
-  prefetch_pending_ = false;
   LOCUS_CUDA_OK("cudaStreamBeginCapture",
                 cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   Status body_status = body();
-  if (body_status.is_ok()) body_status = join_prefetch();
-  prefetch_pending_ = false;
   cudaGraph_t graph = nullptr;
   cudaError_t end = cudaStreamEndCapture(stream_, &graph);
   if (!body_status.is_ok()) {

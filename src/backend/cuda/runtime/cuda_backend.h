@@ -137,8 +137,6 @@ class CudaBackend final : public Ops {
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override;
   Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                         std::span<const ExpertWeights> experts, Tensor& out) override;
-  // cuda_prefetch.cc: an L2 prefetch on the side stream.
-  Status do_prefetch(std::span<const LinearWeight* const> weights) override;
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
@@ -166,24 +164,6 @@ class CudaBackend final : public Ops {
   Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).
   Expected<Tensor> rope_table(const RopeParams& params);
-
-  // Ops::prefetch runs on a side stream forked from the compute stream at the call, so it
-  // overlaps the ops issued after it; a capture joins it back before it ends (cuda_prefetch.cc).
-  // LOCUS_CUDA_PREFETCH is a bit mask of what runs: 1 = the weights the model names, 2 = the
-  // routed experts' down weights once the router has chosen them (decode).
-  enum PrefetchBits { kPrefetchNamed = 1, kPrefetchExperts = 2 };
-  Status create_prefetch_stream();
-  // Orders the side stream after everything issued on the compute stream so far.
-  Status fork_prefetch();
-  // Makes the compute stream wait for the side stream (a capture must end joined).
-  Status join_prefetch();
-  Status prefetch_experts(const int32_t* ids, int num_ids, const void* const* table,
-                          int num_experts, uint64_t bytes);
-  int prefetch_mask_ = 0;
-  cudaStream_t prefetch_stream_ = nullptr;
-  cudaEvent_t prefetch_fork_ = nullptr;
-  cudaEvent_t prefetch_join_ = nullptr;
-  bool prefetch_pending_ = false;
 
   struct Slab;
   // A timing scope for one op when LOCUS_CUDA_OP_PROFILE is set (and nothing is capturing).

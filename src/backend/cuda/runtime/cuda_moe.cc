@@ -179,12 +179,6 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
       LOCUS_ASSIGN_OR_RETURN(Tensor h,
                              do_empty({static_cast<int64_t>(g.workspace_bytes)}, DType::kU8));
       g.workspace = h.raw_data();
-      if ((prefetch_mask_ & kPrefetchExperts) != 0) {
-        // The down weights stream into L2 while gate_up reads its own.
-        LOCUS_RETURN_IF_ERROR(prefetch_experts(g.topk_ids, g.num_tokens * g.top_k, g.down_w,
-                                               g.num_experts,
-                                               static_cast<uint64_t>(g.hidden) * g.inter * 2));
-      }
       return cuda_status("moe_experts (gemv)", cuda::launch_moe_gemv(g, stream_));
     }
   }
