@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "engine/model_engine.h"
+#include "model/demo_model.h"
 #include "tokenizer/chat_template/chat_template.h"
 
 namespace locus::cli {
@@ -250,7 +251,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate",
                                  "Run prompts through a model offline and print the completions");
-  cmd->add_option("model", o->model, "Model directory (config.json, safetensors, tokenizer.json)");
+  cmd->add_option("model", o->model,
+                  "Model directory (config.json, safetensors, tokenizer.json); default: the "
+                  "trained demo model in models/demo");
   cmd->add_option("--model", o->model, "Same as the positional argument");
   cmd->add_option("--prompt,-p", o->prompts, "A prompt (repeat for a batch)");
   cmd->add_option("--prompts-file", o->prompts_file, "A file with one prompt per line");
@@ -293,7 +296,11 @@ void add_generate_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", o->json, "Print the completions as JSON");
   cmd->callback([&run, o] {
     run = [o] {
-      if (o->model.empty()) return fail(invalid_argument("generate: give a model directory"));
+      if (o->model.empty()) {
+        auto demo = find_demo_model();
+        if (!demo) return fail(demo.status());
+        o->model = *demo;
+      }
       return run_generate(*o);
     };
   });

@@ -14,6 +14,7 @@
 #include "cli/device_options.h"
 #include "core/logging.h"
 #include "engine/model_engine.h"
+#include "model/demo_model.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 
@@ -146,8 +147,9 @@ int run_serve(const ServeOptions& o) {
 void add_serve_command(CLI::App& app, Runner& run) {
   auto o = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Serve a model with an OpenAI-compatible HTTP API");
-  cmd->add_option("model", o->model, "Model directory (config.json, safetensors, tokenizer.json)")
-      ->required();
+  cmd->add_option("model", o->model,
+                  "Model directory (config.json, safetensors, tokenizer.json); default: the "
+                  "trained demo model in models/demo, served as \"demo\"");
   cmd->add_option("--host", o->host, "Address to listen on");
   cmd->add_option("--port", o->port, "Port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535));
@@ -181,7 +183,17 @@ void add_serve_command(CLI::App& app, Runner& run) {
   cmd->add_option("--cpu-threads", o->cpu_threads, "CPU backend threads (0 = all cores)");
   cmd->add_option("--shutdown-grace", o->shutdown_grace_s,
                   "Seconds in-flight requests get after SIGINT/SIGTERM");
-  cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
+  cmd->callback([&run, o] {
+    run = [o] {
+      if (o->model.empty()) {
+        auto demo = find_demo_model();
+        if (!demo) return fail(demo.status());
+        o->model = *demo;
+        if (o->served_model_names.empty()) o->served_model_names.push_back(kDemoModelName);
+      }
+      return run_serve(*o);
+    };
+  });
 }
 
 }  // namespace locus::cli
