@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command from a fresh clone to a running server: installs dependencies (apt), builds with the
-# CUDA backend when nvcc exists (else CPU only), prints `locus info`, and serves the demo model
-# (scripts/make_demo_model.sh) with the OpenAI API on http://127.0.0.1:8000 until Ctrl-C.
+# CUDA backend when nvcc exists (else CPU only), prints `locus info`, and serves the trained demo
+# model (models/demo) with the OpenAI API on http://127.0.0.1:8000 until Ctrl-C.
 # LOCUS_SETUP_NO_SERVE=1 stops after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +15,9 @@ ln -sfn "build/$preset/locus" locus
 echo
 ./locus info
 [ "${LOCUS_SETUP_NO_SERVE:-0}" = 1 ] && exit 0
-model=$(scripts/make_demo_model.sh)
 echo
-echo "Serving the demo model (random weights until issue #9) on http://127.0.0.1:8000; try:"
-echo "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\"
-echo "    -d '{\"model\": \"demo\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 16}'"
-exec ./locus serve "$model" --load-format dummy --served-model-name demo --host 127.0.0.1 --port 8000 \
-  --max-model-len 2048 --max-num-seqs 64
+echo "Serving the demo model (models/demo: a small Qwen3-MoE trained on the King James Bible and"
+echo "WordNet) on http://127.0.0.1:8000; try:"
+echo "  curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\"
+echo "    -d '{\"model\": \"demo\", \"prompt\": \"And God said,\", \"max_tokens\": 32}'"
+exec ./locus serve --host 127.0.0.1 --port 8000

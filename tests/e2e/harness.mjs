@@ -8,10 +8,10 @@ import path from 'node:path';
 
 let deviceArg = null;
 
-export function parseArgs(argv) {
+export function parseArgs(argv, required = ['locus', 'fixtures', 'tokenizer']) {
   const args = {};
   for (let i = 2; i < argv.length; i += 2) args[argv[i].replace(/^--/, '')] = argv[i + 1];
-  for (const need of ['locus', 'fixtures', 'tokenizer']) {
+  for (const need of required) {
     if (!args[need]) throw new Error(`missing --${need}`);
   }
   deviceArg = args.device ?? null;
@@ -38,15 +38,20 @@ export function makeModelDir(args) {
   return dir;
 }
 
-// Starts `locus serve` and resolves once it prints its address.
+// Starts `locus serve` on the dummy-weight model folder and resolves once it prints its address.
 export function startServer(locus, modelDir, extraArgs = []) {
+  return launchServer(locus, [modelDir, '--load-format', 'dummy', '--served-model-name', 'tiny',
+                              ...extraArgs]);
+}
+
+// Starts `locus serve SERVE_ARGS` on 127.0.0.1, an ephemeral port.
+export function launchServer(locus, serveArgs) {
   // --device in the test's own arguments (e.g. cuda on the GPU machine) reaches every server;
   // on a GPU each takes a third of its memory, so the test's two servers fit side by side.
   const device = deviceArg ? ['--device', deviceArg] : [];
   if (deviceArg === 'cuda') device.push('--gpu-memory-utilization', '0.3');
-  const child = spawn(locus, ['serve', modelDir, '--load-format', 'dummy', '--host', '127.0.0.1',
-                              '--port', '0', '--served-model-name', 'tiny', ...device,
-                              ...extraArgs],
+  const child = spawn(locus, ['serve', ...serveArgs, '--host', '127.0.0.1', '--port', '0',
+                              ...device],
                       { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });

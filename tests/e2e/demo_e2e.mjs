@@ -1,0 +1,72 @@
+// The newcomer's path: `locus serve` with no model argument serves the trained demo model
+// (models/demo) as "demo", and the official OpenAI client gets, at temperature 0, exactly the
+// greedy continuations PyTorch computed from the same weights when the model was trained
+// (models/demo/reference.json), through /v1/completions and /v1/chat/completions.
+//
+//   node tests/e2e/demo_e2e.mjs --locus build/cpu/locus --demo models/demo
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { assert, assertEq, Checks, launchServer, parseArgs, stopServer } from './harness.mjs';
+
+const args = parseArgs(process.argv, ['locus', 'demo']);
+const reference = JSON.parse(fs.readFileSync(path.join(args.demo, 'reference.json'), 'utf8'));
+const server = await launchServer(args.locus, []);
+const client = new OpenAI({ apiKey: 'none', baseURL: `${server.baseUrl}/v1`, maxRetries: 0 });
+const checks = new Checks();
+
+// The reference keeps the end token it stopped on; the API stops there and leaves it out.
+const END_TOKENS = ['<|im_end|>', '<|endoftext|>'];
+function expected(g) {
+  let text = g.output_text;
+  let finish = 'length';
+  for (const end of END_TOKENS) {
+    if (text.endsWith(end)) {
+      text = text.slice(0, -end.length);
+      finish = 'stop';
+    }
+  }
+  return { text, finish };
+}
+
+await checks.run('the demo model is served as "demo"', async () => {
+  const models = await client.models.list();
+  assertEq(models.data.map((m) => m.id), ['demo'], 'model ids');
+});
+
+for (const [i, g] of reference.greedy.entries()) {
+  const want = expected(g);
+  const maxTokens = reference.greedy_max_new_tokens;
+  if (g.kind === 'text') {
+    await checks.run(`completion ${i} equals PyTorch's greedy tokens: ${JSON.stringify(g.prompt)}`,
+                     async () => {
+      const r = await client.completions.create({ model: 'demo', prompt: g.prompt,
+                                                  max_tokens: maxTokens, temperature: 0 });
+      assertEq(r.choices[0].text, want.text, 'text');
+      assertEq(r.choices[0].finish_reason, want.finish, 'finish_reason');
+      assertEq(r.usage.prompt_tokens, g.prompt_ids.length, 'prompt tokens');
+    });
+  } else {
+    await checks.run(`chat ${i} equals PyTorch's greedy tokens: ${JSON.stringify(g.messages)}`,
+                     async () => {
+      const r = await client.chat.completions.create({ model: 'demo', messages: g.messages,
+                                                       max_tokens: maxTokens, temperature: 0 });
+      assertEq(r.choices[0].message.content, want.text, 'content');
+      assertEq(r.choices[0].finish_reason, want.finish, 'finish_reason');
+      assertEq(r.usage.prompt_tokens, g.prompt_ids.length, 'prompt tokens');
+    });
+  }
+}
+
+await checks.run('a sampled answer is text, not noise', async () => {
+  const r = await client.completions.create({ model: 'demo', prompt: 'And God said,',
+                                              max_tokens: 32, temperature: 0.8, seed: 1 });
+  const words = r.choices[0].text.trim().split(/\s+/);
+  assert(words.length >= 4, `too few words: ${JSON.stringify(r.choices[0].text)}`);
+  // Mostly real words: letters, with punctuation at their edges.
+  const wordy = words.filter((w) => /^[("'`]*[A-Za-z]+[-'A-Za-z]*[.,;:!?)"']*$/.test(w)).length;
+  assert(wordy / words.length > 0.8, `not word-like: ${JSON.stringify(r.choices[0].text)}`);
+});
+
+await stopServer(server);
+process.exit(checks.summary());
