@@ -26,7 +26,9 @@ std::string_view topk_method_name(TopkMethod t) {
   return "unknown";
 }
 
-std::string billions(int64_t n) {
+// 30.5B, 3.3B; below a billion in millions (the demo model is 9.2M).
+std::string param_count(int64_t n) {
+  if (n < 1'000'000'000) return fmt::format("{:.1f}M", static_cast<double>(n) / 1e6);
   return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9);
 }
 
@@ -163,8 +165,8 @@ std::string ModelConfig::summary() const {
   }
   s += fmt::format(", {}", dtype_name(dtype));
   if (quant.is_quantized()) s += fmt::format(", {}", quant.summary());
-  s += fmt::format(", {} params ({} active)", billions(num_parameters()),
-                   billions(num_active_parameters()));
+  s += fmt::format(", {} params ({} active)", param_count(num_parameters()),
+                   param_count(num_active_parameters()));
   return s;
 }
 
