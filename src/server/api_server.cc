@@ -186,6 +186,7 @@ awaitable<void> ApiServer::chat_completions(const http::Request& req, http::Resp
   job.include_usage = r.include_usage;
   job.continuous_usage = r.continuous_usage_stats;
   job.want_logprobs = r.params.logprobs.has_value();
+  job.tokens_as_ids = r.return_tokens_as_token_ids;
   job.priority = r.priority;
   job.model = r.model.empty() ? options_.served_model_names.front() : r.model;
   job.params = r.params;
@@ -210,6 +211,7 @@ awaitable<void> ApiServer::completions(const http::Request& req, http::Responder
   job.include_usage = r.include_usage;
   job.continuous_usage = r.continuous_usage_stats;
   job.want_logprobs = r.params.logprobs.has_value();
+  job.tokens_as_ids = r.return_tokens_as_token_ids;
   job.priority = r.priority;
   job.model = r.model.empty() ? options_.served_model_names.front() : r.model;
   job.params = r.params;
@@ -288,7 +290,9 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
 
   const openai::ResponseHeader header{next_id(job.chat ? "chatcmpl" : "cmpl"), unix_seconds(),
                                       job.model};
-  const openai::TokenText text = [this](int32_t id) { return token_text(id); };
+  const openai::TokenText text = [this, as_ids = job.tokens_as_ids](int32_t id) {
+    return as_ids ? "token_id:" + std::to_string(id) : token_text(id);
+  };
   openai::Usage usage;
   for (const auto& p : job.prompts)
     usage.prompt_tokens += static_cast<int>(p.size());

@@ -79,6 +79,7 @@ class ApiServer {
     bool include_usage = false;
     bool continuous_usage = false;
     bool want_logprobs = false;
+    bool tokens_as_ids = false;  // return_tokens_as_token_ids
     int priority = 0;
     std::string model;
     SamplingParams params;

@@ -66,6 +66,8 @@ struct ChatCompletionRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool echo = false;
+  // vLLM's return_tokens_as_token_ids: logprob tokens as "token_id:<id>" instead of their text.
+  bool return_tokens_as_token_ids = false;
   SamplingParams params;  // logprobs: true + top_logprobs k -> params.logprobs = k (0 if absent)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
@@ -82,6 +84,7 @@ struct CompletionRequest {
   bool include_usage = false;
   bool continuous_usage_stats = false;
   bool echo = false;
+  bool return_tokens_as_token_ids = false;
   bool add_special_tokens = true;
   int priority = 0;
   std::optional<std::string> request_id;

@@ -436,6 +436,9 @@ Error parse_chat(const Json& body, const Limits& limits, ChatCompletionRequest& 
   if (auto e = validate_tool_choice(body)) return e;
   if (const Json* choice = find_field(body, "tool_choice")) r.tool_choice = *choice;
   if (auto e = get_bool(body, "echo", r.echo)) return e;
+  if (auto e = get_bool(body, "return_tokens_as_token_ids", r.return_tokens_as_token_ids)) {
+    return e;
+  }
   if (auto e = read_stream_fields(body, r.stream, r.include_usage, r.continuous_usage_stats)) {
     return e;
   }
@@ -551,6 +554,9 @@ Error parse_completion(const Json& body, const Limits& limits, CompletionRequest
     }
   }
   if (auto e = get_bool(body, "echo", r.echo)) return e;
+  if (auto e = get_bool(body, "return_tokens_as_token_ids", r.return_tokens_as_token_ids)) {
+    return e;
+  }
   if (auto e = get_bool(body, "add_special_tokens", r.add_special_tokens)) return e;
   if (auto e = read_stream_fields(body, r.stream, r.include_usage, r.continuous_usage_stats)) {
     return e;

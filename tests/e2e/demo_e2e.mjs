@@ -1,7 +1,8 @@
 // The newcomer's path: `locus serve` with no model argument serves the trained demo model
 // (models/demo) as "demo", and the official OpenAI client gets, at temperature 0, exactly the
 // greedy continuations PyTorch computed from the same weights when the model was trained
-// (models/demo/reference.json), through /v1/completions and /v1/chat/completions.
+// (models/demo/reference.json), through /v1/completions and /v1/chat/completions: the same
+// token ids (vLLM's return_tokens_as_token_ids), the same text and finish reason.
 //
 //   node tests/e2e/demo_e2e.mjs --locus build/cpu/locus --demo models/demo
 import fs from 'node:fs';
@@ -29,6 +30,13 @@ function expected(g) {
   return { text, finish };
 }
 
+// "token_id:123" -> 123.
+function ids(token) {
+  const m = /^token_id:(\d+)$/.exec(token);
+  assert(m, `not a token id: ${JSON.stringify(token)}`);
+  return Number(m[1]);
+}
+
 await checks.run('the demo model is served as "demo"', async () => {
   const models = await client.models.list();
   assertEq(models.data.map((m) => m.id), ['demo'], 'model ids');
@@ -41,7 +49,9 @@ for (const [i, g] of reference.greedy.entries()) {
     await checks.run(`completion ${i} equals PyTorch's greedy tokens: ${JSON.stringify(g.prompt)}`,
                      async () => {
       const r = await client.completions.create({ model: 'demo', prompt: g.prompt,
-                                                  max_tokens: maxTokens, temperature: 0 });
+                                                  max_tokens: maxTokens, temperature: 0,
+                                                  logprobs: 0, return_tokens_as_token_ids: true });
+      assertEq(r.choices[0].logprobs.tokens.map(ids), g.output_ids, 'token ids');
       assertEq(r.choices[0].text, want.text, 'text');
       assertEq(r.choices[0].finish_reason, want.finish, 'finish_reason');
       assertEq(r.usage.prompt_tokens, g.prompt_ids.length, 'prompt tokens');
@@ -50,7 +60,10 @@ for (const [i, g] of reference.greedy.entries()) {
     await checks.run(`chat ${i} equals PyTorch's greedy tokens: ${JSON.stringify(g.messages)}`,
                      async () => {
       const r = await client.chat.completions.create({ model: 'demo', messages: g.messages,
-                                                       max_tokens: maxTokens, temperature: 0 });
+                                                       max_tokens: maxTokens, temperature: 0,
+                                                       logprobs: true,
+                                                       return_tokens_as_token_ids: true });
+      assertEq(r.choices[0].logprobs.content.map((c) => ids(c.token)), g.output_ids, 'token ids');
       assertEq(r.choices[0].message.content, want.text, 'content');
       assertEq(r.choices[0].finish_reason, want.finish, 'finish_reason');
       assertEq(r.usage.prompt_tokens, g.prompt_ids.length, 'prompt tokens');

@@ -248,6 +248,8 @@ std::vector<ErrorCase> other_error_cases() {
       {k, R"({"prompt":"x","logprobs":true})", "logprobs", "valid integer"},
       {k, R"({"prompt":"x","max_tokens":-1})", "max_tokens", "at least 1"},
       {k, R"({"prompt":"x","echo":"no"})", "echo", "valid boolean"},
+      {k, R"({"prompt":"x","return_tokens_as_token_ids":1})", "return_tokens_as_token_ids",
+       "valid boolean"},
       {k, R"({"prompt":"x","stream_options":{}})", "stream_options", "stream=True"},
       {k, R"({"prompt":"x","n":2,"best_of":1})", "best_of", "best_of must equal n"},
       {t, R"({"prompt":"x","messages":[{"role":"user","content":"a"}]})", "messages",
@@ -309,7 +311,7 @@ TEST(ChatRequest, ReadsEverySamplingField) {
       R"("logit_bias":{"5":2.5,"7":-100},"stop":"END","stop_token_ids":[3,4],"min_tokens":2,)"
       R"("ignore_eos":true,"skip_special_tokens":false,"spaces_between_special_tokens":false,)"
       R"("include_stop_str_in_output":true,"prompt_logprobs":2,"max_tokens":30,"priority":-3,)"
-      R"("request_id":"abc","user":"ignored","echo":true)"));
+      R"("request_id":"abc","user":"ignored","echo":true,"return_tokens_as_token_ids":true)"));
   const SamplingParams& p = r.params;
   EXPECT_EQ(r.model, "qwen");
   EXPECT_EQ(p.n, 2);
@@ -337,6 +339,7 @@ TEST(ChatRequest, ReadsEverySamplingField) {
   EXPECT_EQ(r.priority, -3);
   EXPECT_EQ(r.request_id, "abc");
   EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.return_tokens_as_token_ids);
 }
 
 TEST(ChatRequest, SeedKeepsTheFullInt64Range) {
@@ -472,11 +475,13 @@ TEST(CompletionRequestParse, FieldsAndDefaults) {
   defaults.temperature = 0.6f;
   CompletionRequest r = completion_ok(
       R"({"model":"m","prompt":"x","logprobs":3,"echo":true,"add_special_tokens":false,)"
+      R"("return_tokens_as_token_ids":true,)"
       R"("n":2,"best_of":2,"suffix":"","stream":true,"stream_options":{"include_usage":true}})",
       defaults);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.params.logprobs, 3);
   EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.return_tokens_as_token_ids);
   EXPECT_FALSE(r.add_special_tokens);
   EXPECT_EQ(r.params.n, 2);
   EXPECT_TRUE(r.stream);
