@@ -13,7 +13,7 @@ if [ ! -d "$dir/llama.cpp" ]; then
   (cd "$dir" && npm pack --silent "node-llama-cpp@$version" >/dev/null)
   tar xzf "$dir/node-llama-cpp-$version.tgz" -C "$dir" package/llama/gitRelease.bundle \
     package/llama/llama.cpp.info.json
-  git clone -q "$dir/package/llama/gitRelease.bundle" "$dir/llama.cpp"
+  git -c advice.detachedHead=false clone -q "$dir/package/llama/gitRelease.bundle" "$dir/llama.cpp"
 fi
 cmake -S "$dir/llama.cpp" -B "$dir/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
