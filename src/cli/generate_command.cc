@@ -296,11 +296,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", o->json, "Print the completions as JSON");
   cmd->callback([&run, o] {
     run = [o] {
-      if (o->model.empty()) {
-        auto demo = find_demo_model();
-        if (!demo) return fail(demo.status());
-        o->model = *demo;
-      }
+      if (Status s = use_demo_model_if_unnamed(o->model); !s.is_ok()) return fail(s);
       return run_generate(*o);
     };
   });

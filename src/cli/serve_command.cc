@@ -185,12 +185,9 @@ void add_serve_command(CLI::App& app, Runner& run) {
                   "Seconds in-flight requests get after SIGINT/SIGTERM");
   cmd->callback([&run, o] {
     run = [o] {
-      if (o->model.empty()) {
-        auto demo = find_demo_model();
-        if (!demo) return fail(demo.status());
-        o->model = *demo;
-        if (o->served_model_names.empty()) o->served_model_names.push_back(kDemoModelName);
-      }
+      bool demo = false;
+      if (Status s = use_demo_model_if_unnamed(o->model, &demo); !s.is_ok()) return fail(s);
+      if (demo && o->served_model_names.empty()) o->served_model_names.push_back(kDemoModelName);
       return run_serve(*o);
     };
   });

@@ -3,6 +3,8 @@
 // by tools/demo_model/). It ships with the repository, so a fresh clone answers with real text.
 #pragma once
 
+#include <filesystem>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -12,9 +14,17 @@ namespace locus {
 // The name the API serves the demo model under when no --served-model-name is given.
 inline constexpr const char* kDemoModelName = "demo";
 
+// The first of `candidates` that holds a config.json (canonical path); not_found naming every
+// candidate otherwise.
+Expected<std::string> find_model_dir(std::span<const std::filesystem::path> candidates);
+
 // The demo model's directory: the source tree's models/demo when this binary was built from one
 // that still exists, else models/demo found from the executable (build/<preset>/locus or an
-// install's bin/locus). not_found with every place looked when none holds a config.json.
+// install's bin/locus).
 Expected<std::string> find_demo_model();
+
+// A named model directory is left alone; an empty one becomes the demo model's, and
+// *defaulted (when given) says which happened.
+Status use_demo_model_if_unnamed(std::string& model_dir, bool* defaulted = nullptr);
 
 }  // namespace locus

@@ -34,6 +34,38 @@ double logprob(std::span<const float> row, int32_t token) {
   return static_cast<double>(row[static_cast<size_t>(token)]) - max - std::log(sum);
 }
 
+TEST(DemoModelLookup, FindsTheFirstDirectoryWithAConfigAndNamesEveryPlaceOtherwise) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "locus_demo_lookup_test";
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  fs::create_directories(root / "model");
+  std::ofstream(root / "model" / "config.json") << "{}";
+  const fs::path missing[] = {root / "empty", root / "absent"};
+  auto none = find_model_dir(missing);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(none.status().message().find((root / "empty").string()), std::string::npos);
+  EXPECT_NE(none.status().message().find((root / "absent").string()), std::string::npos);
+  const fs::path some[] = {root / "empty", root / "model", root / "absent"};
+  auto found = find_model_dir(some);
+  ASSERT_TRUE(found.has_value()) << found.status().to_string();
+  EXPECT_EQ(*found, fs::weakly_canonical(root / "model").string());
+  fs::remove_all(root);
+}
+
+TEST(DemoModelLookup, OnlyAnUnnamedModelBecomesTheDemo) {
+  std::string named = "some/dir";
+  bool defaulted = true;
+  ASSERT_TRUE(use_demo_model_if_unnamed(named, &defaulted).is_ok());
+  EXPECT_EQ(named, "some/dir");
+  EXPECT_FALSE(defaulted);
+  std::string unnamed;
+  ASSERT_TRUE(use_demo_model_if_unnamed(unnamed, &defaulted).is_ok());
+  EXPECT_TRUE(defaulted);
+  EXPECT_EQ(unnamed, find_demo_model().value());
+}
+
 class DemoModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
