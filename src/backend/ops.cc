@@ -258,6 +258,27 @@ Status Ops::merged_linear(const Tensor& x, std::span<const LinearWeight* const> 
   return do_merged_linear(x, parts, out);
 }
 
+Status Ops::add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                       std::span<const LinearWeight* const> parts, Tensor& out) {
+  constexpr std::string_view op = "add_rms_norm_merged_linear";
+  LOCUS_RETURN_IF_ERROR(validate_add_rms_norm(op, step));
+  if (parts.empty()) return fail(op, "no weights");
+  int64_t width = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == nullptr || !parts[i]->weight.defined()) {
+      return fail(op, fmt::format("weight {} is undefined", i));
+    }
+    if (parts[i]->in_features() != step.normed.size(1)) {
+      return fail(op, fmt::format("hidden size {} but weight {} {} expects {}", step.normed.size(1),
+                                  i, parts[i]->weight.to_string(), parts[i]->in_features()));
+    }
+    width += parts[i]->out_features();
+  }
+  LOCUS_RETURN_IF_ERROR(
+      check_output(op, "out", out, {step.normed.size(0), width}, activation_dtype()));
+  return do_add_rms_norm_merged_linear(step, parts, out);
+}
+
 Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   constexpr std::string_view op = "rms_norm";
   LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
@@ -289,7 +310,41 @@ Status Ops::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight
   LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, residual.shape(), activation_dtype()));
   if (out.raw_data() == residual.raw_data()) return fail(op, "out must not alias residual");
   if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));
-  return do_add_rms_norm(residual, x, weight, eps, out);
+  return do_add_rms_norm(residual, x, weight, eps, residual, out);
+}
+
+Status Ops::validate_add_rms_norm(std::string_view op, const AddRmsNorm& step) const {
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "residual", step.residual));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "residual", step.residual, 2, "[tokens, hidden]"));
+  const Dims& shape = step.residual.shape();
+  const DType dtype = activation_dtype();
+  LOCUS_RETURN_IF_ERROR(check_output(op, "residual", step.residual, shape, dtype));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "delta", step.delta, shape, dtype));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "residual_out", step.residual_out, shape, dtype));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "normed", step.normed, shape, dtype));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", step.weight, 1, "[hidden]"));
+  LOCUS_RETURN_IF_ERROR(check_norm_weight(op, step.weight, dtype));
+  if (step.weight.size(0) != shape[1]) {
+    return fail(op,
+                fmt::format("weight {} must have {} elements", step.weight.to_string(), shape[1]));
+  }
+  const void* out = step.residual_out.raw_data();
+  if (out == step.residual.raw_data() || out == step.delta.raw_data() ||
+      out == step.normed.raw_data()) {
+    return fail(op, "residual_out must not alias residual, delta or normed");
+  }
+  if (step.normed.raw_data() == step.residual.raw_data() ||
+      step.normed.raw_data() == step.delta.raw_data()) {
+    return fail(op, "normed must not alias residual or delta");
+  }
+  if (!(step.eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", step.eps));
+  return Status::ok();
+}
+
+Status Ops::add_rms_norm_to(const AddRmsNorm& step) {
+  LOCUS_RETURN_IF_ERROR(validate_add_rms_norm("add_rms_norm_to", step));
+  Tensor residual_out = step.residual_out, normed = step.normed;
+  return do_add_rms_norm(step.residual, step.delta, step.weight, step.eps, residual_out, normed);
 }
 
 Status Ops::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
@@ -580,6 +635,20 @@ Status Ops::moe_router(const Tensor& x, const LinearWeight& router, const Tensor
   LOCUS_RETURN_IF_ERROR(
       validate_moe_route(op, router_logits, correction_bias, routing, topk_ids, topk_weights));
   return do_moe_router(x, router, correction_bias, routing, router_logits, topk_ids, topk_weights);
+}
+
+Status Ops::add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
+                                    const Tensor& correction_bias, const MoeRouting& routing,
+                                    Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
+  constexpr std::string_view op = "add_rms_norm_moe_router";
+  LOCUS_RETURN_IF_ERROR(validate_add_rms_norm(op, step));
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "router_logits", router_logits));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "router_logits", router_logits, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(validate_linear(op, step.normed, router, router_logits));
+  LOCUS_RETURN_IF_ERROR(
+      validate_moe_route(op, router_logits, correction_bias, routing, topk_ids, topk_weights));
+  return do_add_rms_norm_moe_router(step, router, correction_bias, routing, router_logits, topk_ids,
+                                    topk_weights);
 }
 
 Status Ops::validate_moe_route(std::string_view op, const Tensor& router_logits,

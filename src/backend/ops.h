@@ -61,6 +61,21 @@ struct RopeParams {
   int64_t rotary_dim() const { return 2 * inv_freq.numel(); }
 };
 
+// The pre-norm transformer's step between sublayers, out of place: residual_out = residual +
+// delta (rounded to the activation dtype), normed = rms_norm(residual_out) * weight, with
+// add_rms_norm's arithmetic. All [T, hidden] in the activation dtype except weight [hidden].
+// residual_out aliases none of residual, delta and normed: a fused kernel's CTAs may all still
+// be reading residual and delta when one of them writes residual_out, so a model alternates two
+// residual buffers.
+struct AddRmsNorm {
+  Tensor residual;
+  Tensor delta;
+  Tensor weight;
+  float eps = 0.0f;
+  Tensor residual_out;
+  Tensor normed;
+};
+
 // How a router turns logits into top-k experts and weights (see Ops::moe_route).
 struct MoeRouting {
   ScoringFunc scoring = ScoringFunc::kSoftmax;
@@ -221,6 +236,11 @@ class Ops {
   // QKV, gate/up) as one op, so a backend can stream all the weights in one kernel. x: row view
   // [T, in]; out [T, sum of out_features] in the activation dtype.
   Status merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts, Tensor& out);
+  // add_rms_norm_to(step), then merged_linear(step.normed, parts, out): the step a pre-norm
+  // layer starts with, inside the projection that reads its output (a decode GEMV normalizes
+  // the row in every CTA instead of waiting for a norm kernel).
+  Status add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                    std::span<const LinearWeight* const> parts, Tensor& out);
 
   // out = x / sqrt(mean(x^2) + eps) * weight over the last dim. x: row view [..., n] (e.g.
   // [T, H, D] with weight [D] normalizes each head: q/k-norm per head), weight [n] (activation
@@ -231,6 +251,9 @@ class Ops {
   // x, out [T, hidden]; out may not alias residual.
   Status add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                       Tensor& out);
+  // The same step out of place, as the ops below take it: step.residual_out = residual + delta,
+  // step.normed = rms_norm(residual_out).
+  Status add_rms_norm_to(const AddRmsNorm& step);
 
   // Rotates x[t, h, :rotary_dim] in place for position positions[t]. x: row view [T, H, D] with
   // D >= rotary_dim; dims past rotary_dim pass through (partial rotary). positions i32 [T].
@@ -294,6 +317,10 @@ class Ops {
   Status moe_router(const Tensor& x, const LinearWeight& router, const Tensor& correction_bias,
                     const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
                     Tensor& topk_weights);
+  // add_rms_norm_to(step), then moe_router(step.normed, ...), as add_rms_norm_merged_linear.
+  Status add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
+                                 const Tensor& correction_bias, const MoeRouting& routing,
+                                 Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);
   // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
   // experts[e] for every expert id, out [T, hidden].
   Status moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -303,6 +330,7 @@ class Ops {
   // Argument checks shared by ops and the fused ops built from them.
   Status validate_linear(std::string_view op, const Tensor& x, const LinearWeight& w,
                          const Tensor& out) const;
+  Status validate_add_rms_norm(std::string_view op, const AddRmsNorm& step) const;
   Status validate_moe_route(std::string_view op, const Tensor& router_logits,
                             const Tensor& correction_bias, const MoeRouting& routing,
                             const Tensor& topk_ids, const Tensor& topk_weights) const;
@@ -317,8 +345,10 @@ class Ops {
   virtual Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) = 0;
   virtual Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) = 0;
   virtual Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
-  virtual Status do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
-                                 Tensor& out) = 0;
+  // residual_out = residual + x; out = rms_norm(residual_out). residual_out may be residual
+  // (the in-place op) or a separate tensor.
+  virtual Status do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                                 float eps, Tensor& residual_out, Tensor& out) = 0;
   virtual Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;
   virtual Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual Status do_add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
@@ -335,6 +365,13 @@ class Ops {
   virtual Status do_moe_router(const Tensor& x, const LinearWeight& router,
                                const Tensor& correction_bias, const MoeRouting& routing,
                                Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);
+  virtual Status do_add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                               std::span<const LinearWeight* const> parts,
+                                               Tensor& out);
+  virtual Status do_add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
+                                            const Tensor& correction_bias,
+                                            const MoeRouting& routing, Tensor& router_logits,
+                                            Tensor& topk_ids, Tensor& topk_weights);
   virtual Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache) = 0;
   virtual Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -27,6 +27,21 @@ Status Ops::do_moe_router(const Tensor& x, const LinearWeight& router,
   return moe_route(router_logits, correction_bias, routing, topk_ids, topk_weights);
 }
 
+Status Ops::do_add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                          std::span<const LinearWeight* const> parts, Tensor& out) {
+  LOCUS_RETURN_IF_ERROR(add_rms_norm_to(step));
+  return merged_linear(step.normed, parts, out);
+}
+
+Status Ops::do_add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
+                                       const Tensor& correction_bias, const MoeRouting& routing,
+                                       Tensor& router_logits, Tensor& topk_ids,
+                                       Tensor& topk_weights) {
+  LOCUS_RETURN_IF_ERROR(add_rms_norm_to(step));
+  return moe_router(step.normed, router, correction_bias, routing, router_logits, topk_ids,
+                    topk_weights);
+}
+
 Status Ops::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
                                       const Tensor& positions, const RopeParams& rope,
                                       const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 
 #include "backend/ops_rope.h"
 #include "core/logging.h"
@@ -148,10 +149,13 @@ Expected<KvCache> Model::allocate_kv_cache(int64_t num_blocks, int64_t block_siz
   return locus::allocate_kv_cache(ops_, kv_cache_shape(), num_blocks, block_size);
 }
 
-Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x,
+Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x, const AddRmsNorm* pre,
                                   const DeviceBatch& batch, KvCacheLayer& cache) {
-  if (layer.mla) return layer.mla->forward(ops_, x, batch, cache);
-  return layer.gqa->forward(ops_, x, batch, cache);
+  if (layer.mla) {
+    if (pre != nullptr) LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(*pre));
+    return layer.mla->forward(ops_, x, batch, cache);
+  }
+  return layer.gqa->forward(ops_, x, batch, cache, pre);
 }
 
 Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
@@ -178,26 +182,39 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   const int64_t hidden = config_.hidden_size;
   const DType dtype = ops_.activation_dtype();
 
-  // Pre-norm residual stream: residual accumulates each sublayer's output; the fused
-  // add_rms_norm produces the next sublayer's normalized input in the same step.
+  // Pre-norm residual stream: residual accumulates each sublayer's output, and each
+  // add + RMSNorm step runs inside the op that consumes its output (the QKV projection, the MoE
+  // router) where the backend can fuse them. Such a step reads one residual buffer and writes
+  // the other (AddRmsNorm), so the stream alternates between `residual` and `spare`.
   LOCUS_ASSIGN_OR_RETURN(Tensor residual, ops_.empty({tokens, hidden}, dtype));
   LOCUS_RETURN_IF_ERROR(ops_.embedding(embed_tokens_, device.token_ids, residual));
+  LOCUS_ASSIGN_OR_RETURN(Tensor spare, ops_.empty({tokens, hidden}, dtype));
   LOCUS_ASSIGN_OR_RETURN(Tensor normed, ops_.empty({tokens, hidden}, dtype));
   LOCUS_RETURN_IF_ERROR(ops_.rms_norm(residual, layers_.front().input_norm, eps_, normed));
+  auto step = [&](const Tensor& delta, const Tensor& weight) {
+    return AddRmsNorm{residual, delta, weight, eps_, spare, normed};
+  };
+  Tensor pending;  // the previous layer's MLP output, not yet added to residual
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& layer = layers_[i];
-    LOCUS_ASSIGN_OR_RETURN(Tensor attn, run_layer(layer, normed, device, cache.layers[i]));
-    LOCUS_RETURN_IF_ERROR(
-        ops_.add_rms_norm(residual, attn, layer.post_attention_norm, eps_, normed));
-    Tensor mlp_out;
-    if (layer.moe) {
-      LOCUS_ASSIGN_OR_RETURN(mlp_out, layer.moe->forward(ops_, normed));
+    Tensor attn;
+    if (pending.defined()) {
+      const AddRmsNorm pre = step(pending, layer.input_norm);
+      LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, &pre, device, cache.layers[i]));
+      std::swap(residual, spare);
     } else {
-      LOCUS_ASSIGN_OR_RETURN(mlp_out, gated_mlp_forward(ops_, *layer.dense_mlp, normed));
+      LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, nullptr, device, cache.layers[i]));
     }
-    const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
-    LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, mlp_out, next_norm, eps_, normed));
+    const AddRmsNorm post = step(attn, layer.post_attention_norm);
+    if (layer.moe) {
+      LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post));
+    } else {
+      LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(post));
+      LOCUS_ASSIGN_OR_RETURN(pending, gated_mlp_forward(ops_, *layer.dense_mlp, normed));
+    }
+    std::swap(residual, spare);
   }
+  LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, pending, final_norm_, eps_, normed));
 
   const int64_t rows = device.logits_indices.numel();
   LOCUS_ASSIGN_OR_RETURN(Tensor selected, ops_.empty({rows, hidden}, dtype));

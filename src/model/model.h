@@ -61,8 +61,9 @@ class Model {
   // prepared_bytes: what the weights take on the backend (a progress bar above 256 MiB).
   Status load_weights(const WeightSource& source, const ArchitectureSpec& spec,
                       uint64_t prepared_bytes);
-  Expected<Tensor> run_layer(const DecoderLayer& layer, const Tensor& x, const DeviceBatch& batch,
-                             KvCacheLayer& cache);
+  // With `pre`, x is pre->normed and the layer runs the pre-norm step first.
+  Expected<Tensor> run_layer(const DecoderLayer& layer, const Tensor& x, const AddRmsNorm* pre,
+                             const DeviceBatch& batch, KvCacheLayer& cache);
 
   ModelConfig config_;
   Ops& ops_;

@@ -436,6 +436,99 @@ TEST_F(CudaOps, MoeRouterFusedEqualsLinearThenRoute) {
   cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
 }
 
+// The pre-norm step run by the projection that consumes it (AddRmsNorm): the streaming GEMV's
+// prologue must give the same bits as add_rms_norm then the projection, for the QKV-style merged
+// linear and for the fused router, and the fallbacks (warp kernels, more rows than a GEMV takes)
+// the same results through the two ops. Bitwise where every thread of the prologue owns at most
+// one 16-byte chunk (k <= 2048); k = 4096 sums the squares in another order, so it is compared
+// with the two ops and the CPU within bounds.
+TEST_F(CudaOps, PreNormFusedIntoTheGemvEqualsTheTwoOps) {
+  for (const cuda::GemvKernels kernels : {cuda::GemvKernels::kStream, cuda::GemvKernels::kWarp}) {
+    cuda::set_gemv_kernels(kernels);
+    for (const int64_t k : {512, 2048, 4096}) {
+      const bool bitwise = k <= 2048;
+      const int64_t widths[] = {256, 64, 64};
+      std::vector<LinearWeight> cw, gw;
+      for (int i = 0; i < 3; ++i) {
+        LinearWeight w;
+        w.weight = bf16_exact(
+            random_f32({widths[i], k}, 8000 + static_cast<uint64_t>(i + k), -0.05f, 0.05f));
+        cw.push_back(cpu_.prepare_linear(w).value());
+        gw.push_back(gpu_->prepare_linear(w).value());
+      }
+      const LinearWeight* cparts[] = {&cw[0], &cw[1], &cw[2]};
+      const LinearWeight* gparts[] = {&gw[0], &gw[1], &gw[2]};
+      LinearWeight router;
+      router.weight = bf16_exact(random_f32({64, k}, 8100 + static_cast<uint64_t>(k), -0.1f, 0.1f));
+      LinearWeight grouter = gpu_->prepare_linear(router).value();
+      MoeRouting r;
+      r.top_k = 6;
+      r.renormalize = true;
+      const Tensor norm_w = random_f32({k}, 8200 + static_cast<uint64_t>(k), 0.5f, 1.5f);
+      for (const int64_t m : {1, 3, 8, 9}) {
+        SCOPED_TRACE("kernels " + std::to_string(static_cast<int>(kernels)) + " k " +
+                     std::to_string(k) + " m " + std::to_string(m));
+        const uint64_t seed = 8300 + static_cast<uint64_t>(k + m);
+        const Tensor residual = bf16_exact(random_f32({m, k}, seed));
+        const Tensor delta = bf16_exact(random_f32({m, k}, seed + 1));
+        AddRmsNorm step{up(residual), up(delta), norm_w, 1e-6f, out_bf16({m, k}), out_bf16({m, k})};
+        // The two ops on the GPU, on a copy of the residual (add_rms_norm is in place).
+        Tensor ref_residual = gpu_->empty({m, k}, DType::kBF16).value();
+        ASSERT_TRUE(gpu_->copy(step.residual, ref_residual).is_ok());
+        Tensor ref_normed = out_bf16({m, k});
+        ASSERT_TRUE(
+            gpu_->add_rms_norm(ref_residual, step.delta, norm_w, 1e-6f, ref_normed).is_ok());
+
+        Tensor qkv = out_bf16({m, 384});
+        ASSERT_TRUE(gpu_->add_rms_norm_merged_linear(step, gparts, qkv).is_ok());
+        Tensor ref_qkv = out_bf16({m, 384});
+        ASSERT_TRUE(gpu_->merged_linear(ref_normed, gparts, ref_qkv).is_ok());
+        if (bitwise) {
+          EXPECT_EQ(down(step.residual_out), down(ref_residual));
+          EXPECT_EQ(down(step.normed), down(ref_normed));
+          EXPECT_EQ(down(qkv), down(ref_qkv));
+        } else {
+          EXPECT_EQ(down(step.residual_out), down(ref_residual));  // the sum has one order
+          expect_close(down(step.normed), down(ref_normed), "pre-norm normed (k 4096)", 1e-3);
+          expect_close(down(qkv), down(ref_qkv), "pre-norm qkv (k 4096)", 1e-3);
+        }
+        // And against the CPU reference.
+        Tensor cpu_residual = Tensor::empty({m, k}, DType::kF32).value();
+        std::memcpy(cpu_residual.raw_data(), residual.raw_data(), residual.nbytes());
+        Tensor cpu_normed = Tensor::empty({m, k}, DType::kF32).value();
+        ASSERT_TRUE(cpu_.add_rms_norm(cpu_residual, delta, norm_w, 1e-6f, cpu_normed).is_ok());
+        Tensor want = Tensor::empty({m, 384}, DType::kF32).value();
+        ASSERT_TRUE(cpu_.merged_linear(cpu_normed, cparts, want).is_ok());
+        expect_close(down(qkv), to_floats(want), "add_rms_norm_merged_linear vs cpu");
+
+        // The router form: a fresh step (its residual_out and normed poisoned again).
+        AddRmsNorm step2{step.residual, step.delta,       norm_w,
+                         1e-6f,         out_bf16({m, k}), out_bf16({m, k})};
+        Tensor logits = gpu_->empty({m, 64}, DType::kF32).value();
+        Tensor ids = gpu_->empty({m, 6}, DType::kI32).value();
+        Tensor wts = gpu_->empty({m, 6}, DType::kF32).value();
+        ASSERT_TRUE(
+            gpu_->add_rms_norm_moe_router(step2, grouter, Tensor(), r, logits, ids, wts).is_ok());
+        Tensor ref_logits = gpu_->empty({m, 64}, DType::kF32).value();
+        Tensor ref_ids = gpu_->empty({m, 6}, DType::kI32).value();
+        Tensor ref_wts = gpu_->empty({m, 6}, DType::kF32).value();
+        ASSERT_TRUE(
+            gpu_->moe_router(step2.normed, grouter, Tensor(), r, ref_logits, ref_ids, ref_wts)
+                .is_ok());
+        EXPECT_EQ(down(logits), down(ref_logits)) << "same normed row in, same kernel";
+        EXPECT_EQ(down(wts), down(ref_wts));
+        Tensor hi = gpu_->to_host(ids).value(), hr = gpu_->to_host(ref_ids).value();
+        EXPECT_EQ(std::memcmp(hi.raw_data(), hr.raw_data(), hi.nbytes()), 0);
+        if (bitwise) {
+          EXPECT_EQ(down(step2.normed), down(ref_normed));
+          EXPECT_EQ(down(step2.residual_out), down(ref_residual));
+        }
+      }
+    }
+  }
+  cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
+}
+
 // The merged projection (fused QKV): one GEMV launch over three weights with biases at decode
 // sizes, cuBLASLt GEMMs into column slices above; both against the CPU's separate projections.
 TEST_F(CudaOps, MergedLinearOverThreeWeights) {

@@ -162,8 +162,12 @@ bool is_well_separated(const float* logits, const std::vector<float>& bias, cons
   return true;
 }
 
-void check_route(const RouteCase& c, int tokens, uint64_t seed) {
-  SCOPED_TRACE(std::string(c.name) + " tokens " + std::to_string(tokens));
+// integer_logits: logits rounded to integers, so many experts tie exactly (same logit, same
+// score bits on both sides) and the picks at the boundary depend only on the tie rule: the
+// lower expert id first.
+void check_route(const RouteCase& c, int tokens, uint64_t seed, bool integer_logits = false) {
+  SCOPED_TRACE(std::string(c.name) + " tokens " + std::to_string(tokens) +
+               (integer_logits ? " integer logits" : ""));
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f,
                                          c.scoring == cuda::MoeScoring::kSoftmax ? 1.0f : 1.5f);
@@ -180,8 +184,8 @@ void check_route(const RouteCase& c, int tokens, uint64_t seed) {
     do {
       ASSERT_LT(attempts++, 100) << "no well-separated logits for token " << t;
       for (int e = 0; e < c.experts; ++e)
-        row[e] = normal(rng);
-    } while (!is_well_separated(row, bias, c));
+        row[e] = integer_logits ? std::round(normal(rng)) : normal(rng);
+    } while (!integer_logits && !is_well_separated(row, bias, c));
   }
 
   CpuBackend cpu;
@@ -260,6 +264,17 @@ TEST(GpuMoe, RouteMatchesCpu) {
   for (const RouteCase& c : kRouteCases) {
     for (int tokens : {1, 7, 1000})
       check_route(c, tokens, ++seed);
+  }
+}
+
+TEST(GpuMoe, RouteTiesGoToTheLowerExpertId) {
+  std::string reason;
+  if (!has_gpu(reason)) GTEST_SKIP() << "no CUDA GPU: " << reason;
+  uint64_t seed = 500;
+  for (const RouteCase& c : kRouteCases) {
+    if (c.method != cuda::MoeTopk::kGreedy || c.has_bias) continue;  // ungrouped, unbiased
+    for (int tokens : {1, 33})
+      check_route(c, tokens, ++seed, /*integer_logits=*/true);
   }
 }
 

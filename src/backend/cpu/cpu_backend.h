@@ -63,8 +63,8 @@ class CpuBackend final : public Ops {
   Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) override;
   Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) override;
   Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
-  Status do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
-                         Tensor& out) override;
+  Status do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                         Tensor& residual_out, Tensor& out) override;
   Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
   Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;

@@ -53,15 +53,16 @@ Status CpuBackend::do_rms_norm(const Tensor& x_in, const Tensor& weight, float e
   return Status::ok();
 }
 
-Status CpuBackend::do_add_rms_norm(Tensor& residual, const Tensor& x_in, const Tensor& weight,
-                                   float eps, Tensor& out) {
-  round_act_in_place(residual);
+Status CpuBackend::do_add_rms_norm(const Tensor& residual_in, const Tensor& x_in,
+                                   const Tensor& weight, float eps, Tensor& residual, Tensor& out) {
+  const Tensor r_in = act(residual_in);  // a rounded copy, or residual_in itself
   const Tensor x = act(x_in);
   const int64_t n = residual.size(1);
+  const float* in = r_in.data<float>();
   float* r = residual.data<float>();
   const float* a = x.data<float>();
   for (int64_t i = 0; i < residual.numel(); ++i)
-    r[i] += a[i];
+    r[i] = in[i] + a[i];
   for (int64_t row = 0; row < residual.size(0); ++row)
     rms_norm_row(r + row * n, weight.data<float>(), eps, n, out.data<float>() + row * n);
   return Status::ok();

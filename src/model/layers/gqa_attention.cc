@@ -29,13 +29,17 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
 }
 
 Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
-                                       KvCacheLayer& cache) const {
+                                       KvCacheLayer& cache, const AddRmsNorm* pre) const {
   const int64_t tokens = x.size(0);
   const DType dtype = ops.activation_dtype();
   const QkvSpec& s = qkv_;
   LOCUS_ASSIGN_OR_RETURN(Tensor qkv, ops.empty({tokens, s.width()}, dtype));
   const LinearWeight* parts[] = {&q_proj_, &k_proj_, &v_proj_};
-  LOCUS_RETURN_IF_ERROR(ops.merged_linear(x, parts, qkv));
+  if (pre != nullptr) {
+    LOCUS_RETURN_IF_ERROR(ops.add_rms_norm_merged_linear(*pre, parts, qkv));
+  } else {
+    LOCUS_RETURN_IF_ERROR(ops.merged_linear(x, parts, qkv));
+  }
   LOCUS_ASSIGN_OR_RETURN(Tensor q, ops.empty({tokens, s.num_heads, s.head_dim}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.qkv_norm_rope_write_kv(
       qkv, s, batch.positions, rope_, batch.attention.slot_mapping, cache.k, cache.v, q));

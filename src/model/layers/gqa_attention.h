@@ -21,9 +21,10 @@ class GqaAttention {
   static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix,
                                      const RopeParams& rope, std::optional<int64_t> sliding_window);
 
-  // x [T, hidden] -> [T, hidden]; writes this step's K/V into `cache` first.
-  Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
-                           KvCacheLayer& cache) const;
+  // x [T, hidden] -> [T, hidden]; writes this step's K/V into `cache` first. With `pre`, x is
+  // pre->normed and the QKV projection runs the pre-norm step first (add_rms_norm_merged_linear).
+  Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch, KvCacheLayer& cache,
+                           const AddRmsNorm* pre = nullptr) const;
 
  private:
   LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;

@@ -31,14 +31,27 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
 }
 
 Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
+  return run(ops, x, nullptr);
+}
+
+Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step) const {
+  return run(ops, step.normed, &step);
+}
+
+Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const {
   const int64_t tokens = x.size(0);
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({tokens, router_.out_features()}, DType::kF32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({tokens, k}, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({tokens, k}, DType::kF32));
-  LOCUS_RETURN_IF_ERROR(
-      ops.moe_router(x, router_, correction_bias_, routing_, logits, topk_ids, topk_weights));
+  if (step != nullptr) {
+    LOCUS_RETURN_IF_ERROR(ops.add_rms_norm_moe_router(*step, router_, correction_bias_, routing_,
+                                                      logits, topk_ids, topk_weights));
+  } else {
+    LOCUS_RETURN_IF_ERROR(
+        ops.moe_router(x, router_, correction_bias_, routing_, logits, topk_ids, topk_weights));
+  }
   LOCUS_ASSIGN_OR_RETURN(Tensor routed, ops.empty(x.shape(), ops.activation_dtype()));
   LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
   if (!shared_experts_) return routed;

@@ -20,12 +20,16 @@ class MoeBlock {
 
   // x [T, hidden] -> [T, hidden].
   Expected<Tensor> forward(Ops& ops, const Tensor& x) const;
+  // The same on step.normed, with the pre-norm step run by the router
+  // (add_rms_norm_moe_router).
+  Expected<Tensor> forward(Ops& ops, const AddRmsNorm& step) const;
 
  private:
   LinearWeight router_;
   Tensor correction_bias_;  // undefined when the router has none
   std::vector<ExpertWeights> experts_;
   std::optional<ExpertWeights> shared_experts_;
+  Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const;
   MoeRouting routing_;
 };
 

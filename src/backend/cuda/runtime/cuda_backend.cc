@@ -416,16 +416,18 @@ Status CudaBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps
                                                        out.raw_data(), stream_));
 }
 
-Status CudaBackend::do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight,
-                                    float eps, Tensor& out) {
+Status CudaBackend::do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                                    float eps, Tensor& residual_out, Tensor& out) {
   auto timer = profile("add_rms_norm", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "residual", residual));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "x", x));
+  LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "residual_out", residual_out));
   LOCUS_RETURN_IF_ERROR(need_bf16("add_rms_norm", "out", out));
   LOCUS_ASSIGN_OR_RETURN(Tensor wt, ensure_device(weight, DType::kF32));
-  return cuda_status("add_rms_norm", cuda::launch_add_rms_norm(
-                                         residual.raw_data(), x.raw_data(), x.size(0), x.size(1),
-                                         wt.data<float>(), eps, out.raw_data(), stream_));
+  return cuda_status("add_rms_norm",
+                     cuda::launch_add_rms_norm(residual.raw_data(), x.raw_data(), x.size(0),
+                                               x.size(1), wt.data<float>(), eps,
+                                               residual_out.raw_data(), out.raw_data(), stream_));
 }
 
 Expected<Tensor> CudaBackend::rope_table(const RopeParams& params) {

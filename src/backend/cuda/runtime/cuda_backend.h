@@ -19,6 +19,10 @@
 
 namespace locus {
 
+namespace cuda {
+struct GemvAddRmsNorm;
+}
+
 struct CudaBackendOptions {
   int device_index = 0;
   // Fraction of the GPU's total memory locus may use for weights, activations and KV cache
@@ -107,8 +111,8 @@ class CudaBackend final : public Ops {
   Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) override;
   Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) override;
   Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
-  Status do_add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
-                         Tensor& out) override;
+  Status do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                         Tensor& residual_out, Tensor& out) override;
   Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
   Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
@@ -117,6 +121,13 @@ class CudaBackend final : public Ops {
   Status do_copy(const Tensor& src, Tensor& dst) override;
   Status do_merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
                           Tensor& out) override;
+  Status do_add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                       std::span<const LinearWeight* const> parts,
+                                       Tensor& out) override;
+  Status do_add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
+                                    const Tensor& correction_bias, const MoeRouting& routing,
+                                    Tensor& router_logits, Tensor& topk_ids,
+                                    Tensor& topk_weights) override;
   Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
@@ -156,6 +167,9 @@ class CudaBackend final : public Ops {
                           const AttentionMetadata& metadata, float scale, int64_t sliding_window,
                           Tensor& out);
   Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
+  // The pre-norm step as a GEMV prologue's arguments (cuda_fused.cc); false when the step's
+  // tensors are not contiguous bf16 GPU rows (the caller then runs the two ops).
+  Expected<bool> gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
   // The last slot belongs to the fused router (moe_router); attention splits get the rest.

@@ -36,6 +36,34 @@ Status CudaBackend::do_copy(const Tensor& src, Tensor& dst) {
   return Status::ok();
 }
 
+namespace {
+
+// The merged projection's weights as GEMV segments; false when they do not fit one launch.
+bool gemv_segments(std::span<const LinearWeight> w, cuda::GemvSegments& seg) {
+  if (w.size() > static_cast<size_t>(cuda::kGemvMaxSegments)) return false;
+  for (const LinearWeight& p : w) {
+    seg.seg[seg.count++] = {p.weight.raw_data(), p.bias.defined() ? p.bias.data<float>() : nullptr,
+                            static_cast<int>(p.out_features())};
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<bool> CudaBackend::gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre) {
+  for (const Tensor* t : {&step.residual, &step.delta, &step.residual_out, &step.normed}) {
+    if (!on_cuda(*t) || t->dtype() != DType::kBF16 || !t->is_contiguous()) return false;
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor weight, ensure_device(step.weight, DType::kF32));
+  pre.residual = step.residual.raw_data();
+  pre.delta = step.delta.raw_data();
+  pre.weight = weight.data<float>();  // a prepared weight: it outlives the launch
+  pre.eps = step.eps;
+  pre.residual_out = step.residual_out.raw_data();
+  pre.normed = step.normed.raw_data();
+  return true;
+}
+
 Status CudaBackend::do_merged_linear(const Tensor& x_in, std::span<const LinearWeight* const> parts,
                                      Tensor& out) {
   auto timer = profile("merged_linear", x_in.size(0), out.size(1));
@@ -48,15 +76,10 @@ Status CudaBackend::do_merged_linear(const Tensor& x_in, std::span<const LinearW
   }
   const Tensor& x = x_in;
   const int64_t m = x.size(0), k = x.size(1), n = out.size(1);
-  if (options_.small_batch_gemv && parts.size() <= static_cast<size_t>(cuda::kGemvMaxSegments) &&
-      x.stride(0) % 8 == 0 &&
-      cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k))) {
-    cuda::GemvSegments seg;
-    for (const LinearWeight& p : w) {
-      seg.seg[seg.count++] = {p.weight.raw_data(),
-                              p.bias.defined() ? p.bias.data<float>() : nullptr,
-                              static_cast<int>(p.out_features())};
-    }
+  cuda::GemvSegments seg;
+  if (options_.small_batch_gemv && x.stride(0) % 8 == 0 &&
+      cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k)) &&
+      gemv_segments(w, seg)) {
     return cuda_status(
         "merged_linear (gemv)",
         cuda::launch_gemv_segments(x.raw_data(), x.stride(0), seg, out.raw_data(), false,
@@ -77,6 +100,35 @@ Status CudaBackend::do_merged_linear(const Tensor& x_in, std::span<const LinearW
     column += np;
   }
   return Status::ok();
+}
+
+Status CudaBackend::do_add_rms_norm_merged_linear(const AddRmsNorm& step,
+                                                  std::span<const LinearWeight* const> parts,
+                                                  Tensor& out) {
+  const int64_t m = step.normed.size(0), k = step.normed.size(1), n = out.size(1);
+  cuda::GemvAddRmsNorm pre;
+  if (!options_.small_batch_gemv ||
+      !cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k)))
+    return Ops::do_add_rms_norm_merged_linear(step, parts, out);
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  std::vector<LinearWeight> w;
+  w.reserve(parts.size());
+  for (const LinearWeight* p : parts) {
+    LOCUS_ASSIGN_OR_RETURN(LinearWeight prepared, ensure_prepared(*p));
+    w.push_back(std::move(prepared));
+  }
+  cuda::GemvSegments seg;
+  if (!fits || !gemv_segments(w, seg) || out.dtype() != DType::kBF16 || !on_cuda(out))
+    return Ops::do_add_rms_norm_merged_linear(step, parts, out);
+  auto timer = profile("add_rms_norm_merged_linear", m, n);
+  const cudaError_t err =
+      cuda::launch_gemv_segments(nullptr, k, seg, out.raw_data(), false, static_cast<int>(m),
+                                 static_cast<int>(k), stream_, &pre);
+  if (err == cudaErrorNotSupported) {  // the warp kernels were chosen: no prologue there
+    cudaGetLastError();
+    return Ops::do_add_rms_norm_merged_linear(step, parts, out);
+  }
+  return cuda_status("add_rms_norm_merged_linear (gemv)", err);
 }
 
 Status CudaBackend::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,

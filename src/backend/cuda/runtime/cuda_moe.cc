@@ -98,6 +98,44 @@ Status CudaBackend::do_moe_router(const Tensor& x, const LinearWeight& router_in
   return cuda_status("moe_router (gemv)", err);
 }
 
+Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
+                                               const LinearWeight& router_in,
+                                               const Tensor& correction_bias,
+                                               const MoeRouting& routing, Tensor& router_logits,
+                                               Tensor& topk_ids, Tensor& topk_weights) {
+  const int64_t m = step.normed.size(0);
+  auto unfused = [&] {
+    return Ops::do_add_rms_norm_moe_router(step, router_in, correction_bias, routing, router_logits,
+                                           topk_ids, topk_weights);
+  };
+  if (!options_.small_batch_gemv || m > cuda::kGemvMaxRows || router_in.bias.defined() ||
+      !on_cuda(router_logits) || !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return unfused();
+  cuda::GemvAddRmsNorm pre;
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  if (!fits) return unfused();
+  auto timer = profile("add_rms_norm_moe_router", m, router_in.out_features());
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(router_in));
+  Tensor bias;
+  if (correction_bias.defined()) {
+    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
+  }
+  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
+  cuda::MoeRouteArgs a = route_args(routing, m, w.out_features());
+  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.topk_ids = topk_ids.data<int32_t>();
+  a.topk_weights = topk_weights.data<float>();
+  const cudaError_t err = cuda::launch_gemv_route(nullptr, step.normed.size(1), w.weight.raw_data(),
+                                                  router_logits.data<float>(), static_cast<int>(m),
+                                                  static_cast<int>(step.normed.size(1)), a,
+                                                  counters + kRouterCounterSlot, stream_, &pre);
+  if (err == cudaErrorNotSupported) {
+    cudaGetLastError();
+    return unfused();
+  }
+  return cuda_status("add_rms_norm_moe_router (gemv)", err);
+}
+
 Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,
                                             const void* key, std::vector<uint64_t> key_bytes,
                                             const Tensor& host) {

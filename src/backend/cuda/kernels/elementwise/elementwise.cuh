@@ -76,16 +76,17 @@ __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16*
   }
 }
 
-__global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, const float* weight,
-                                    float eps, bf16* out) {
+__global__ void add_rms_norm_kernel(const bf16* residual, const bf16* x, int64_t n,
+                                    const float* weight, float eps, bf16* residual_out, bf16* out) {
   pdl_launch_dependents();  // the GEMV after us prefetches its weights meanwhile
   const int64_t row = blockIdx.x;
-  bf16* r = residual + row * n;
+  const bf16* r_in = residual + row * n;
+  bf16* r = residual_out + row * n;
   const bf16* xr = x + row * n;
   bf16* o = out + row * n;
   float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
-    const bf16 sum = __float2bfloat16_rn(__bfloat162float(r[c]) + __bfloat162float(xr[c]));
+    const bf16 sum = __float2bfloat16_rn(__bfloat162float(r_in[c]) + __bfloat162float(xr[c]));
     r[c] = sum;
     const float v = __bfloat162float(sum);
     ss += v * v;
@@ -102,8 +103,9 @@ __global__ void add_rms_norm_kernel(bf16* residual, const bf16* x, int64_t n, co
 // with 16-byte loads issued together, then one warp-shuffle + shared-memory reduction.
 // Same arithmetic per element as add_rms_norm_kernel; only the order of the sum of squares
 // differs.
-__global__ void add_rms_norm_vec_kernel(bf16* residual, const bf16* x, int64_t n,
-                                        const float* weight, float eps, bf16* out) {
+__global__ void add_rms_norm_vec_kernel(const bf16* residual, const bf16* x, int64_t n,
+                                        const float* weight, float eps, bf16* residual_out,
+                                        bf16* out) {
   pdl_launch_dependents();
   const int64_t base = blockIdx.x * n + threadIdx.x * 8;
   const uint4 rv = *reinterpret_cast<const uint4*>(residual + base);
@@ -127,7 +129,7 @@ __global__ void add_rms_norm_vec_kernel(bf16* residual, const bf16* x, int64_t n
     ss += rounded.x * rounded.x;
     ss += rounded.y * rounded.y;
   }
-  *reinterpret_cast<uint4*>(residual + base) = sum_bits;
+  *reinterpret_cast<uint4*>(residual_out + base) = sum_bits;
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
   const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
   uint4 out_bits;

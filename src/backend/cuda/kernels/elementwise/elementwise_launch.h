@@ -33,9 +33,11 @@ cudaError_t launch_gather_rows(const void* x, int64_t n, size_t elem_bytes, cons
 // out (contiguous [dim0 * dim1, n] bf16) = x / sqrt(mean(x^2) + eps) * weight.
 cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, void* out,
                             cudaStream_t stream);
-// residual += x (rounded to bf16, as the residual stream is bf16); out = rms_norm(residual).
-cudaError_t launch_add_rms_norm(void* residual, const void* x, int64_t rows, int64_t n,
-                                const float* weight, float eps, void* out, cudaStream_t stream);
+// residual_out = residual + x (rounded to bf16, as the residual stream is bf16);
+// out = rms_norm(residual_out). residual_out may be residual (in place).
+cudaError_t launch_add_rms_norm(const void* residual, const void* x, int64_t rows, int64_t n,
+                                const float* weight, float eps, void* residual_out, void* out,
+                                cudaStream_t stream);
 
 // Rotates x[t, h, :rotary_dim] in place (neox: pairs (i, i + rotary_dim/2); else interleaved
 // (2i, 2i+1)). cos/sin of f32(position * inv_freq[i]) times attention_factor, as transformers.

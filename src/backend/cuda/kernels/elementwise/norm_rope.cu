@@ -21,20 +21,22 @@ cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, vo
   return cudaGetLastError();
 }
 
-cudaError_t launch_add_rms_norm(void* residual, const void* x, int64_t rows, int64_t n,
-                                const float* weight, float eps, void* out, cudaStream_t stream) {
+cudaError_t launch_add_rms_norm(const void* residual, const void* x, int64_t rows, int64_t n,
+                                const float* weight, float eps, void* residual_out, void* out,
+                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const auto* r = static_cast<const bf16*>(residual);
+  const auto* xs = static_cast<const bf16*>(x);
+  auto* r_out = static_cast<bf16*>(residual_out);
   if (n % 256 == 0 && n <= 8192 && aligned(residual) && aligned(x) && aligned(weight) &&
-      aligned(out)) {
+      aligned(residual_out) && aligned(out)) {
     add_rms_norm_vec_kernel<<<static_cast<unsigned>(rows), static_cast<unsigned>(n / 8), 0,
-                              stream>>>(static_cast<bf16*>(residual), static_cast<const bf16*>(x),
-                                        n, weight, eps, static_cast<bf16*>(out));
+                              stream>>>(r, xs, n, weight, eps, r_out, static_cast<bf16*>(out));
     return cudaGetLastError();
   }
   add_rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(n), 0, stream>>>(
-      static_cast<bf16*>(residual), static_cast<const bf16*>(x), n, weight, eps,
-      static_cast<bf16*>(out));
+      r, xs, n, weight, eps, r_out, static_cast<bf16*>(out));
   return cudaGetLastError();
 }
 

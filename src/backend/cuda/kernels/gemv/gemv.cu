@@ -76,7 +76,9 @@ int sm_count() {
 // DRAM latencies' worth of bytes in flight (~36 GB/s per SM x ~2 us = ~72 KB).
 constexpr size_t kStageBudget = 192u << 10;
 constexpr size_t kActivationBudget = 64u << 10;
-constexpr size_t kMaxBlockSmem = 227u << 10;
+// The opt-in limit (227 KB on sm_90) less 1 KB for the kernels' static shared memory (the
+// pre-norm prologue's partial sums, the router's last-CTA flag).
+constexpr size_t kMaxBlockSmem = (227u << 10) - 1024;
 
 struct StreamPlan {
   int stages = 0;  // 0: the shape does not fit; use the warp kernels
@@ -104,7 +106,7 @@ unsigned stream_grid(int64_t units) {
 template <int M>
 cudaError_t launch_dense_stream(const StreamPlan& plan, const void* x, int64_t x_stride,
                                 const GemvSegments& w, void* y, bool y_f32, int n, int k,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, const GemvAddRmsNorm& pre) {
   auto* kernel =
       y_f32 ? gemv::dense_gemv_stream_kernel<M, true> : gemv::dense_gemv_stream_kernel<M, false>;
   const cudaError_t err = allow_smem(kernel, plan.smem);
@@ -112,22 +114,34 @@ cudaError_t launch_dense_stream(const StreamPlan& plan, const void* x, int64_t x
   const dim3 grid(stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows));
   return launch_pdl(kernel, grid, gemv::kStreamThreads, plan.smem, stream,
                     static_cast<const bf16*>(x), x_stride, w, y, n, k, plan.stages, MoeRouteArgs{},
-                    static_cast<int*>(nullptr));
+                    static_cast<int*>(nullptr), pre);
 }
 
 template <int M>
 cudaError_t launch_dense_any(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
-                             bool y_f32, int n, int k, cudaStream_t stream) {
+                             bool y_f32, int n, int k, cudaStream_t stream,
+                             const GemvAddRmsNorm* pre) {
   const StreamPlan plan = stream_enabled(StreamUse::kDense)
                               ? stream_plan(static_cast<size_t>(M) * k * sizeof(bf16),
                                             static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16))
                               : StreamPlan{};
-  if (plan.stages > 0) return launch_dense_stream<M>(plan, x, x_stride, w, y, y_f32, n, k, stream);
+  if (plan.stages > 0)
+    return launch_dense_stream<M>(plan, x, x_stride, w, y, y_f32, n, k, stream,
+                                  pre != nullptr ? *pre : GemvAddRmsNorm{});
+  if (pre != nullptr) return cudaErrorNotSupported;  // the warp kernels have no prologue
   return launch_dense<M>(x, x_stride, w, y, y_f32, n, k, stream);
 }
 
 bool aligned_16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+bool pre_norm_ok(const GemvAddRmsNorm& pre) {
+  return pre.residual != nullptr && pre.delta != nullptr && pre.weight != nullptr &&
+         pre.residual_out != nullptr && pre.normed != nullptr && aligned_16(pre.residual) &&
+         aligned_16(pre.delta) && aligned_16(pre.weight) && aligned_16(pre.residual_out) &&
+         aligned_16(pre.normed) && pre.residual_out != pre.residual &&
+         pre.residual_out != pre.delta;
 }
 
 }  // namespace
@@ -138,33 +152,39 @@ bool gemv_supported(int m, int n, int k) {
 }
 
 cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const GemvSegments& w,
-                                 void* y, bool y_f32, int m, int k, cudaStream_t stream) {
+                                 void* y, bool y_f32, int m, int k, cudaStream_t stream,
+                                 const GemvAddRmsNorm* pre) {
   if (w.count < 1 || w.count > kGemvMaxSegments) return cudaErrorInvalidValue;
   int n = 0;
   for (int s = 0; s < w.count; ++s) {
     if (w.seg[s].rows < 1 || !aligned_16(w.seg[s].w)) return cudaErrorInvalidValue;
     n += w.seg[s].rows;
   }
-  if (!gemv_supported(m, n, k) || x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x) ||
-      y == nullptr)
+  if (pre != nullptr) {
+    if (!pre_norm_ok(*pre)) return cudaErrorInvalidValue;
+    x = nullptr;
+    x_row_stride = k;
+  } else if (x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x)) {
     return cudaErrorInvalidValue;
+  }
+  if (!gemv_supported(m, n, k) || y == nullptr) return cudaErrorInvalidValue;
   switch (m) {
     case 1:
-      return launch_dense_any<1>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<1>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 2:
-      return launch_dense_any<2>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<2>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 3:
-      return launch_dense_any<3>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<3>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 4:
-      return launch_dense_any<4>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<4>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 5:
-      return launch_dense_any<5>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<5>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 6:
-      return launch_dense_any<6>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<6>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     case 7:
-      return launch_dense_any<7>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<7>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
     default:
-      return launch_dense_any<8>(x, x_row_stride, w, y, y_f32, n, k, stream);
+      return launch_dense_any<8>(x, x_row_stride, w, y, y_f32, n, k, stream, pre);
   }
 }
 
@@ -255,10 +275,16 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
                               int m, int k, const MoeRouteArgs& route, int* counter,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const GemvAddRmsNorm* pre) {
   MoeRouteArgs r = route;
-  if (m < 1 || m > kGemvMaxRows || k < 8 || k % 8 != 0 || x_row_stride < k ||
-      x_row_stride % 8 != 0 || !aligned_16(x) || !aligned_16(w) || logits == nullptr ||
+  if (pre != nullptr) {
+    if (!pre_norm_ok(*pre)) return cudaErrorNotSupported;
+    x = nullptr;
+    x_row_stride = k;
+  } else if (x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x)) {
+    return cudaErrorNotSupported;
+  }
+  if (m < 1 || m > kGemvMaxRows || k < 8 || k % 8 != 0 || !aligned_16(w) || logits == nullptr ||
       counter == nullptr || route.num_tokens != m || !moe_route_supported(route, &r.n_group))
     return cudaErrorNotSupported;
   if (!stream_enabled(StreamUse::kDense)) return cudaErrorNotSupported;
@@ -280,7 +306,7 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
     if (err != cudaSuccess) return err;
     return launch_pdl(kernel, grid, gemv::kStreamThreads, plan.smem, stream,
                       static_cast<const bf16*>(x), x_row_stride, segs, static_cast<void*>(logits),
-                      n, k, plan.stages, r, counter);
+                      n, k, plan.stages, r, counter, pre != nullptr ? *pre : GemvAddRmsNorm{});
   };
   switch (m) {
     case 1:

@@ -55,8 +55,25 @@ struct GemvSegments {
   GemvSegment seg[kGemvMaxSegments];
   int count = 0;
 };
+// The pre-norm step (Ops::AddRmsNorm) a dense GEMV can run on its input itself: every CTA
+// computes x = rms_norm(residual + delta) * weight for the m rows (bf16 [m, k] contiguous,
+// weight f32 [k], all 16-byte aligned), with add_rms_norm's arithmetic, and CTA 0 writes
+// residual_out and normed. residual_out must not alias residual or delta (other CTAs may still
+// be reading them). Only the streaming kernels take it: a launch that would use the warp
+// kernels returns cudaErrorNotSupported, and the caller runs the two ops instead.
+struct GemvAddRmsNorm {
+  const void* residual = nullptr;
+  const void* delta = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+  void* residual_out = nullptr;
+  void* normed = nullptr;
+};
+
+// With `pre`, x and x_row_stride are ignored.
 cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const GemvSegments& w,
-                                 void* y, bool y_f32, int m, int k, cudaStream_t stream);
+                                 void* y, bool y_f32, int m, int k, cudaStream_t stream,
+                                 const GemvAddRmsNorm* pre = nullptr);
 
 // The MoE router and routing in one launch (streaming kernels only): logits f32 [m, E] =
 // x W^T with W bf16 [E, k] (E = route.num_experts, route.num_tokens = m), then
@@ -64,7 +81,7 @@ cudaError_t launch_gemv_segments(const void* x, int64_t x_row_stride, const Gemv
 // int the launch leaves zero. cudaErrorNotSupported: the caller runs the two ops instead.
 cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
                               int m, int k, const MoeRouteArgs& route, int* counter,
-                              cudaStream_t stream);
+                              cudaStream_t stream, const GemvAddRmsNorm* pre = nullptr);
 
 // The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
 // h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then
