@@ -193,6 +193,7 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.block_table = a.block_table;
   p.block_table_stride = a.block_table_stride;
   p.num_seqs = a.num_seqs;
+  p.tile_per_seq = plan.decode && plan.tiles == a.num_seqs;
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / a.num_kv_heads;
   p.head_dim = a.head_dim;

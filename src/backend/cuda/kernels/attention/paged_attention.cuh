@@ -134,9 +134,13 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   // ---- which (sequence, row tile) this CTA owns: scan of per-sequence tile counts ----
   __shared__ int found_seq, found_tile;
   __shared__ int warp_sums[kWarps];
-  if (tid == 0) found_seq = -1;
-  __syncthreads();
-  {
+  int seq = static_cast<int>(blockIdx.x), tile = 0;
+  if (p.tile_per_seq) {
+    // Decode: sequence blockIdx.x, its only tile (none when it has no query rows).
+    if (p.query_start_loc[seq + 1] == p.query_start_loc[seq]) return;  // uniform across the CTA
+  } else {
+    if (tid == 0) found_seq = -1;
+    __syncthreads();
     const int x = static_cast<int>(blockIdx.x);
     int carry = 0;
     for (int base = 0; base < p.num_seqs; base += kThreads) {
@@ -169,10 +173,10 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
       __syncthreads();  // found_* visible; warp_sums free for the next round
       if (found_seq >= 0 || carry > x) break;
     }
+    if (found_seq < 0) return;  // grid slack past the last tile (uniform across the CTA)
+    seq = found_seq;
+    tile = found_tile;
   }
-  if (found_seq < 0) return;  // grid slack past the last tile (uniform across the CTA)
-  const int seq = found_seq;
-  const int tile = found_tile;
 
   const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* k_cache = static_cast<const bf16*>(p.k_cache);

@@ -33,6 +33,9 @@ struct TileParams {
   const int32_t* block_table = nullptr;
   int64_t block_table_stride = 0;
   int num_seqs = 0;
+  // Every sequence has at most one row tile and grid.x = num_seqs (decode): CTA x takes
+  // sequence x, with no scan over query_start_loc to find it.
+  bool tile_per_seq = false;
   int num_q_heads = 0;
   int group = 1;  // q heads per kv head
   int head_dim = 0;

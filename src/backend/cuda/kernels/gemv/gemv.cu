@@ -29,7 +29,7 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, size_t
 
 template <int M>
 cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w, void* y,
-                         bool y_f32, int n, int k, cudaStream_t stream) {
+                         bool y_f32, int n, int k, cudaStream_t stream, const GemvAddRmsNorm& pre) {
   const size_t smem = static_cast<size_t>(M) * static_cast<size_t>(k) * sizeof(bf16);
   const int rows_per_cta = gemv::kWarps * gemv::kRowsPerWarp;
   const dim3 grid(static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta));
@@ -37,28 +37,30 @@ cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w,
   const cudaError_t err = allow_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   return launch_pdl(kernel, grid, gemv::kThreads, smem, stream, static_cast<const bf16*>(x),
-                    x_stride, w, y, n, k);
+                    x_stride, w, y, n, k, pre);
 }
 
 // The streaming kernels (gemv_stream.cuh): one CTA per SM, `stages` copies in flight.
 GemvKernels g_kernels = GemvKernels::kAuto;
 
 // Which launches the streaming kernels take by default: LOCUS_CUDA_GEMV_STREAM = dense (the
-// projections and the fused router; the default), 1 / all, moe (the experts), or 0 (none).
-// Measured on the H200 at batch 1 (PDL off, per kernel): the dense ones gain a little over the
-// warp kernels, the expert ones lose (gate_up 18.2 vs 17.2 us, down 15.2 vs 10.7 us).
-enum class StreamUse { kDense, kMoe };
+// projections and the fused router; the default), router (the fused router only), 1 / all,
+// moe (the experts), or 0 (none). Measured on the H200 at batch 1 (PDL off, per kernel): the
+// dense ones gain a little over the warp kernels, the expert ones lose (gate_up 18.2 vs
+// 17.2 us, down 15.2 vs 10.7 us).
+enum class StreamUse { kDense = 1, kMoe = 2, kRouter = 4 };
 bool stream_enabled(StreamUse use) {
   if (g_kernels != GemvKernels::kAuto) return g_kernels == GemvKernels::kStream;
   static const int mask = [] {
     const char* v = std::getenv("LOCUS_CUDA_GEMV_STREAM");
     const std::string s = v != nullptr ? v : "dense";
-    if (s == "1" || s == "all") return 3;
-    if (s == "dense") return 1;
+    if (s == "1" || s == "all") return 7;
+    if (s == "dense") return 5;
+    if (s == "router") return 4;
     if (s == "moe") return 2;
     return 0;
   }();
-  return (mask & (use == StreamUse::kDense ? 1 : 2)) != 0;
+  return (mask & static_cast<int>(use)) != 0;
 }
 
 int sm_count() {
@@ -125,11 +127,11 @@ cudaError_t launch_dense_any(const void* x, int64_t x_stride, const GemvSegments
                               ? stream_plan(static_cast<size_t>(M) * k * sizeof(bf16),
                                             static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16))
                               : StreamPlan{};
+  const GemvAddRmsNorm no_pre;
   if (plan.stages > 0)
     return launch_dense_stream<M>(plan, x, x_stride, w, y, y_f32, n, k, stream,
-                                  pre != nullptr ? *pre : GemvAddRmsNorm{});
-  if (pre != nullptr) return cudaErrorNotSupported;  // the warp kernels have no prologue
-  return launch_dense<M>(x, x_stride, w, y, y_f32, n, k, stream);
+                                  pre != nullptr ? *pre : no_pre);
+  return launch_dense<M>(x, x_stride, w, y, y_f32, n, k, stream, pre != nullptr ? *pre : no_pre);
 }
 
 bool aligned_16(const void* p) {
@@ -287,7 +289,7 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
   if (m < 1 || m > kGemvMaxRows || k < 8 || k % 8 != 0 || !aligned_16(w) || logits == nullptr ||
       counter == nullptr || route.num_tokens != m || !moe_route_supported(route, &r.n_group))
     return cudaErrorNotSupported;
-  if (!stream_enabled(StreamUse::kDense)) return cudaErrorNotSupported;
+  if (!stream_enabled(StreamUse::kRouter)) return cudaErrorNotSupported;
   const StreamPlan plan = stream_plan(static_cast<size_t>(m) * k * sizeof(bf16),
                                       static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16));
   const size_t scratch = static_cast<size_t>(gemv::kConsumerWarps) *

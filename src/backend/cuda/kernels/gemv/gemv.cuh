@@ -58,13 +58,95 @@ __device__ inline void stage_row(uint4* dst, const bf16* src, int chunks) {
     dst[c] = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(c) * 8);
 }
 
+// The pre-norm step as a GEMV prologue (GemvAddRmsNorm): 256 threads (`sync` is their barrier) turn
+// the M rows of residual + delta into normalized bf16 rows in xs, and CTA 0 writes residual_out and
+// normed. Thread t takes 16-byte chunks t, t + 256, ...; the sums of squares reduce by warp
+// shuffles and then over the warps in order, so at k = 2048 (one chunk per thread) every value
+// is bit-identical to add_rms_norm_vec_kernel's.
+template <int M, typename Sync>
+__device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, uint4* xs, int k, Sync sync) {
+  __shared__ float partial[M][kWarps];
+  const int chunks = k / 8;
+  const int t = threadIdx.x;
+  const bool writer = blockIdx.x == 0;
+  const auto* residual = static_cast<const bf16*>(pre.residual);
+  const auto* delta = static_cast<const bf16*>(pre.delta);
+  auto at = [k](int m, int c) { return static_cast<int64_t>(m) * k + static_cast<int64_t>(c) * 8; };
+  float ss[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    ss[m] = 0.0f;
+  for (int c = t; c < chunks; c += kWarps * 32) {
+    // Every row's loads before any store: one round trip for the M rows, not M (the stores to
+    // residual_out could alias the loads as far as the compiler knows).
+    uint4 rv[M], dv[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      rv[m] = *reinterpret_cast<const uint4*>(residual + at(m, c));
+      dv[m] = *reinterpret_cast<const uint4*>(delta + at(m, c));
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const auto* r2 = reinterpret_cast<const __nv_bfloat162*>(&rv[m]);
+      const auto* d2 = reinterpret_cast<const __nv_bfloat162*>(&dv[m]);
+      uint4 sum_bits;
+      auto* s2 = reinterpret_cast<__nv_bfloat162*>(&sum_bits);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 a = __bfloat1622float2(r2[i]);
+        const float2 b = __bfloat1622float2(d2[i]);
+        s2[i] = __floats2bfloat162_rn(a.x + b.x, a.y + b.y);
+        const float2 rounded = __bfloat1622float2(s2[i]);
+        ss[m] += rounded.x * rounded.x;
+        ss[m] += rounded.y * rounded.y;
+      }
+      xs[m * chunks + c] = sum_bits;
+      if (writer)
+        *reinterpret_cast<uint4*>(static_cast<bf16*>(pre.residual_out) + at(m, c)) = sum_bits;
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(ss[m]);
+    if ((t & 31) == 0) partial[m][t >> 5] = v;
+  }
+  sync();
+  float inv[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      total += partial[m][w];
+    inv[m] = rsqrtf(total / static_cast<float>(k) + pre.eps);
+  }
+  for (int c = t; c < chunks; c += kWarps * 32) {  // only this thread's own chunks
+    const float4 w0 = reinterpret_cast<const float4*>(pre.weight)[c * 2];
+    const float4 w1 = reinterpret_cast<const float4*>(pre.weight)[c * 2 + 1];
+    const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint4 sum_bits = xs[m * chunks + c];
+      const auto* s2 = reinterpret_cast<const __nv_bfloat162*>(&sum_bits);
+      uint4 out_bits;
+      auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 v2 = __bfloat1622float2(s2[i]);
+        o2[i] = __floats2bfloat162_rn(v2.x * inv[m] * w[2 * i], v2.y * inv[m] * w[2 * i + 1]);
+      }
+      xs[m * chunks + c] = out_bits;
+      if (writer) *reinterpret_cast<uint4*>(static_cast<bf16*>(pre.normed) + at(m, c)) = out_bits;
+    }
+  }
+}
+
 // y[m, j] for M rows of x and output columns j of the segments; grid.x covers the columns in
 // kWarps * kRowsPerWarp rows. Launched as a programmatic dependent: the weights (constant
 // across steps) are prefetched into L2 before waiting on the previous kernel, whose output x is.
 template <int M, bool kF32Out>
 __global__ void __launch_bounds__(kThreads)
     dense_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride, GemvSegments w,
-                      void* __restrict__ y, int n, int k) {
+                      void* __restrict__ y, int n, int k, GemvAddRmsNorm pre) {
   extern __shared__ uint4 xs[];  // [M][k / 8]
   pdl_launch_dependents();
   const int chunks = k / 8;
@@ -92,8 +174,12 @@ __global__ void __launch_bounds__(kThreads)
         prefetch_l2(wrow[r] + c);
   }
   pdl_wait();
-  for (int m = 0; m < M; ++m)
-    stage_row(xs + m * chunks, x + m * x_stride, chunks);
+  if (pre.residual != nullptr) {
+    add_rms_norm_rows<M>(pre, xs, k, [] { __syncthreads(); });
+  } else {
+    for (int m = 0; m < M; ++m)
+      stage_row(xs + m * chunks, x + m * x_stride, chunks);
+  }
   __syncthreads();
   if (row0 >= n) return;
   float acc[kRowsPerWarp][M];

@@ -59,8 +59,8 @@ struct GemvSegments {
 // computes x = rms_norm(residual + delta) * weight for the m rows (bf16 [m, k] contiguous,
 // weight f32 [k], all 16-byte aligned), with add_rms_norm's arithmetic, and CTA 0 writes
 // residual_out and normed. residual_out must not alias residual or delta (other CTAs may still
-// be reading them). Only the streaming kernels take it: a launch that would use the warp
-// kernels returns cudaErrorNotSupported, and the caller runs the two ops instead.
+// be reading them). The fused router (launch_gemv_route) takes it only where it streams;
+// cudaErrorNotSupported tells the caller to run the two ops instead.
 struct GemvAddRmsNorm {
   const void* residual = nullptr;
   const void* delta = nullptr;
