@@ -170,6 +170,13 @@ class CudaBackend final : public Ops {
   // The pre-norm step as a GEMV prologue's arguments (cuda_fused.cc); false when the step's
   // tensors are not contiguous bf16 GPU rows (the caller then runs the two ops).
   Expected<bool> gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre);
+  // The fused router GEMV + routing launch shared by moe_router and add_rms_norm_moe_router
+  // (cuda_moe.cc); cudaErrorNotSupported (already cleared) means: run the composed ops.
+  Expected<cudaError_t> launch_router_gemv(const void* x, int64_t x_stride, int64_t m, int64_t k,
+                                           const LinearWeight& router_in,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
   // The last slot belongs to the fused router (moe_router); attention splits get the rest.

@@ -65,18 +65,10 @@ Status CudaBackend::do_moe_route(const Tensor& router_logits, const Tensor& corr
   return cuda_status("moe_route", err);
 }
 
-Status CudaBackend::do_moe_router(const Tensor& x, const LinearWeight& router_in,
-                                  const Tensor& correction_bias, const MoeRouting& routing,
-                                  Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
-  const int64_t m = x.size(0);
-  // Decode: one streaming GEMV whose last CTA routes (no routing launch, no logits round trip
-  // through a second kernel). Anything else: the two ops.
-  if (!options_.small_batch_gemv || m > cuda::kGemvMaxRows || router_in.bias.defined() ||
-      x.dtype() != DType::kBF16 || !on_cuda(x) || x.stride(0) % 8 != 0 || !on_cuda(router_logits) ||
-      !on_cuda(topk_ids) || !on_cuda(topk_weights))
-    return Ops::do_moe_router(x, router_in, correction_bias, routing, router_logits, topk_ids,
-                              topk_weights);
-  auto timer = profile("moe_router", m, router_in.out_features());
+Expected<cudaError_t> CudaBackend::launch_router_gemv(
+    const void* x, int64_t x_stride, int64_t m, int64_t k, const LinearWeight& router_in,
+    const Tensor& correction_bias, const MoeRouting& routing, Tensor& router_logits,
+    Tensor& topk_ids, Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre) {
   LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(router_in));
   Tensor bias;
   if (correction_bias.defined()) {
@@ -88,13 +80,32 @@ Status CudaBackend::do_moe_router(const Tensor& x, const LinearWeight& router_in
   a.topk_ids = topk_ids.data<int32_t>();
   a.topk_weights = topk_weights.data<float>();
   const cudaError_t err = cuda::launch_gemv_route(
-      x.raw_data(), x.stride(0), w.weight.raw_data(), router_logits.data<float>(),
-      static_cast<int>(m), static_cast<int>(x.size(1)), a, counters + kRouterCounterSlot, stream_);
-  if (err == cudaErrorNotSupported) {
-    cudaGetLastError();
+      x, x_stride, w.weight.raw_data(), router_logits.data<float>(), static_cast<int>(m),
+      static_cast<int>(k), a, counters + kRouterCounterSlot, stream_, pre);
+  if (err == cudaErrorNotSupported) cudaGetLastError();
+  return err;
+}
+
+Status CudaBackend::do_moe_router(const Tensor& x, const LinearWeight& router_in,
+                                  const Tensor& correction_bias, const MoeRouting& routing,
+                                  Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
+  const int64_t m = x.size(0);
+  auto unfused = [&] {
     return Ops::do_moe_router(x, router_in, correction_bias, routing, router_logits, topk_ids,
                               topk_weights);
-  }
+  };
+  // Decode: one streaming GEMV whose last CTA routes (no routing launch, no logits round trip
+  // through a second kernel). Anything else: the two ops.
+  if (!options_.small_batch_gemv || m > cuda::kGemvMaxRows || router_in.bias.defined() ||
+      x.dtype() != DType::kBF16 || !on_cuda(x) || x.stride(0) % 8 != 0 || !on_cuda(router_logits) ||
+      !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return unfused();
+  auto timer = profile("moe_router", m, router_in.out_features());
+  LOCUS_ASSIGN_OR_RETURN(
+      cudaError_t err,
+      launch_router_gemv(x.raw_data(), x.stride(0), m, x.size(1), router_in, correction_bias,
+                         routing, router_logits, topk_ids, topk_weights, nullptr));
+  if (err == cudaErrorNotSupported) return unfused();
   return cuda_status("moe_router (gemv)", err);
 }
 
@@ -103,7 +114,7 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
                                                const Tensor& correction_bias,
                                                const MoeRouting& routing, Tensor& router_logits,
                                                Tensor& topk_ids, Tensor& topk_weights) {
-  const int64_t m = step.normed.size(0);
+  const int64_t m = step.normed.size(0), k = step.normed.size(1);
   auto unfused = [&] {
     return Ops::do_add_rms_norm_moe_router(step, router_in, correction_bias, routing, router_logits,
                                            topk_ids, topk_weights);
@@ -115,24 +126,10 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
   LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
   if (!fits) return unfused();
   auto timer = profile("add_rms_norm_moe_router", m, router_in.out_features());
-  LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(router_in));
-  Tensor bias;
-  if (correction_bias.defined()) {
-    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
-  }
-  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
-  cuda::MoeRouteArgs a = route_args(routing, m, w.out_features());
-  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
-  a.topk_ids = topk_ids.data<int32_t>();
-  a.topk_weights = topk_weights.data<float>();
-  const cudaError_t err = cuda::launch_gemv_route(nullptr, step.normed.size(1), w.weight.raw_data(),
-                                                  router_logits.data<float>(), static_cast<int>(m),
-                                                  static_cast<int>(step.normed.size(1)), a,
-                                                  counters + kRouterCounterSlot, stream_, &pre);
-  if (err == cudaErrorNotSupported) {
-    cudaGetLastError();
-    return unfused();
-  }
+  LOCUS_ASSIGN_OR_RETURN(cudaError_t err,
+                         launch_router_gemv(nullptr, k, m, k, router_in, correction_bias, routing,
+                                            router_logits, topk_ids, topk_weights, &pre));
+  if (err == cudaErrorNotSupported) return unfused();
   return cuda_status("add_rms_norm_moe_router (gemv)", err);
 }
 
