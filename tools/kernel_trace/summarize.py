@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Summarizes a kernel_trace CSV: splits graph replays into steps (a gap > --step-gap-us between
 graph kernels starts a new step), keeps steps with the median kernel count, and prints per
-kernel: launches per step, mean duration, and the mean idle gap before it (negative = it
-started before the previous kernel ended, as programmatic dependent launch allows)."""
+kernel: launches per step, mean duration, the mean idle gap before it (negative = it started
+before the previous kernel ended, as programmatic dependent launch allows), and how much later
+it ends than every kernel before it ("+end": with PDL the durations overlap, and these
+increments are what each kernel adds to the step; they sum to the step span)."""
 import argparse, csv, statistics, subprocess, collections
 
 p = argparse.ArgumentParser()
@@ -49,9 +51,10 @@ spans = [(s[-1][1] - s[0][0]) / 1e3 for s in steps]
 busy = [sum(r[1] - r[0] for r in s) / 1e3 for s in steps]
 print(f"{len(steps)} steps of {common} kernels; step span median {statistics.median(spans):.1f} us,"
       f" kernel time (sum) median {statistics.median(busy):.1f} us")
-agg = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+agg = collections.defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])
 for s in steps:
     prev_end = None
+    max_end = s[0][0]
     for r in s:
         k = (short(r[4]), r[3])
         e = agg[k]
@@ -61,11 +64,15 @@ for s in steps:
             e[2] += (r[0] - prev_end) / 1e3
             e[3] += 1
         prev_end = r[1]
+        e[4] += (r[1] - max_end) / 1e3
+        max_end = max(max_end, r[1])
 n = len(steps)
-print(f"{'kernel':70s} {'grid':>6s} {'/step':>6s} {'mean us':>8s} {'us/step':>8s} {'gap us':>7s}")
+print(f"{'kernel':70s} {'grid':>6s} {'/step':>6s} {'mean us':>8s} {'us/step':>8s} {'gap us':>7s}"
+      f" {'+end us':>8s}")
 tot_gap = 0.0
 for (name, grid), e in sorted(agg.items(), key=lambda kv: -kv[1][1])[: a.top]:
     gap = e[2] / e[3] if e[3] else 0.0
     tot_gap += e[2] / n
-    print(f"{name:70s} {grid:6d} {e[0]/n:6.1f} {e[1]/e[0]:8.2f} {e[1]/n:8.1f} {gap:7.2f}")
+    print(f"{name:70s} {grid:6d} {e[0]/n:6.1f} {e[1]/e[0]:8.2f} {e[1]/n:8.1f} {gap:7.2f}"
+          f" {e[4]/e[0]:8.2f}")
 print(f"sum of gaps per step {sum(e[2] for e in agg.values())/n:.1f} us")
