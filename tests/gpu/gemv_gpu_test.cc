@@ -20,6 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
+#include "gpu/late_writer.h"
 #endif
 
 namespace locus {
@@ -245,6 +246,35 @@ TEST_F(GpuGemv, MoeStreamMatchesWarpKernelsAndReference) {
     const auto stream = download<uint16_t>(out_stream, out_elems);
     EXPECT_EQ(h_warp, h_stream) << "gate_up differs";
     EXPECT_EQ(warp, stream) << "down differs";
+
+    // The routing arrives late: the down kernel reads topk_ids before its pdl_wait, which is
+    // only right if gate_up lets it start after the routing's writer has finished. Stale ids
+    // (every expert shifted by one) sit in the buffer until a kernel that lets gate_up start at
+    // once writes the right ones 50 us later; both GEMV families must still match.
+    for (const cuda::GemvKernels kernels : {cuda::GemvKernels::kWarp, cuda::GemvKernels::kStream}) {
+      std::vector<int32_t> stale(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i)
+        stale[i] = ids[i] < 0 ? ids[i] : (ids[i] + 1) % c.experts;
+      std::vector<int32_t> padded = ids;
+      padded.resize((ids.size() + 3) / 4 * 4, -1);
+      const int32_t* ids_src = upload(padded);
+      int32_t* ids_dst = upload(stale);
+      const std::vector<int64_t> row0 = {0};
+      gpu_test::RowCopy copy{ids_src, ids_dst, upload(row0), 1, padded.size() * 4};
+      cuda::MoeGemvArgs late = a;
+      late.topk_ids = ids_dst;
+      late.out = zeros(out_elems * 2);
+      cudaStream_t s = nullptr;
+      CUDA_ASSERT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cuda::set_gemv_kernels(kernels);
+      CUDA_ASSERT(gpu_test::launch_late_writer(&copy, 1, 50000, s));
+      CUDA_ASSERT(cuda::launch_moe_gemv(late, s));
+      CUDA_ASSERT(cudaStreamSynchronize(s));
+      CUDA_ASSERT(cudaStreamDestroy(s));
+      EXPECT_EQ(download<uint16_t>(late.out, out_elems), warp)
+          << "late routing, " << (kernels == cuda::GemvKernels::kWarp ? "warp" : "stream")
+          << " kernels";
+    }
 
     // Reference from the kernels' own bf16 intermediate h (rounding h is part of the contract).
     std::vector<double> want, got;

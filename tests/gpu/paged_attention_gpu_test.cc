@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/kernels/attention/attention_launch.h"
+#include "gpu/late_writer.h"
 #endif
 
 namespace locus {
@@ -54,6 +55,9 @@ struct Case {
   bool v_in_k = false;                    // MLA: V is the first v_head_dim dims of K
   int bound_factor = 1;  // grid bounds = factor x the true max_query_len / max_seq_len
   uint64_t seed = 1;
+  // q and the new tokens' K/V rows arrive late: they hold NaN until a kernel launched just
+  // before the attention (and letting it start at once, PDL) writes them after a delay.
+  bool late_writes = false;
 };
 
 // A decode batch: n sequences with one new token each and seq_len in [1, max_len].
@@ -201,6 +205,44 @@ void check_case(const Case& c) {
   upload(lens_d, seq_lens);
   upload(table_d, table);
 
+  // Late writes: the device copies of q and the new K/V rows start as NaN; the correct rows
+  // wait in *_src until the late writer copies them.
+  const size_t k_row_bytes = static_cast<size_t>(c.kv_heads) * d * 2;
+  const size_t v_row_bytes = static_cast<size_t>(c.kv_heads) * dv * 2;
+  DeviceBuffer q_src(q_bits.size() * 2), k_src(k_bits.size() * 2), v_src(v_bits.size() * 2),
+      slots_d(slots.size() * 8), q_rows_d(static_cast<size_t>(num_tokens) * 8);
+  std::vector<uint16_t> q_poison(q_bits.size(), 0xFFFF), k_poison = k_bits, v_poison = v_bits;
+  std::vector<gpu_test::RowCopy> copies;
+  cudaStream_t stream = nullptr;
+  struct StreamOwner {
+    cudaStream_t* s;
+    ~StreamOwner() {
+      if (*s != nullptr) cudaStreamDestroy(*s);
+    }
+  } stream_owner{&stream};
+  if (c.late_writes) {
+    upload(q_src, q_bits);
+    upload(k_src, k_bits);
+    if (!c.v_in_k) upload(v_src, v_bits);
+    upload(slots_d, slots);
+    std::vector<int64_t> q_rows(static_cast<size_t>(num_tokens));
+    std::iota(q_rows.begin(), q_rows.end(), int64_t{0});
+    upload(q_rows_d, q_rows);
+    for (int64_t slot : slots) {
+      std::fill_n(k_poison.begin() + static_cast<long>(slot * c.kv_heads * d), c.kv_heads * d,
+                  uint16_t{0xFFFF});
+      if (!c.v_in_k)
+        std::fill_n(v_poison.begin() + static_cast<long>(slot * c.kv_heads * dv), c.kv_heads * dv,
+                    uint16_t{0xFFFF});
+    }
+    copies.push_back({q_src.get(), q_d.get(), q_rows_d.as<int64_t>(), num_tokens,
+                      static_cast<size_t>(c.q_heads) * d * 2});
+    copies.push_back({k_src.get(), k_d.get(), slots_d.as<int64_t>(), num_tokens, k_row_bytes});
+    if (!c.v_in_k)
+      copies.push_back({v_src.get(), v_d.get(), slots_d.as<int64_t>(), num_tokens, v_row_bytes});
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  }
+
   std::vector<int> factors = {1};
   if (c.bound_factor > 1) factors.push_back(c.bound_factor);
   for (int factor : factors) {
@@ -255,7 +297,15 @@ void check_case(const Case& c) {
       a.split_counters = fused ? counters.as<int>() : nullptr;
       a.split_counter_slots = fused ? counter_slots : 0;
       ASSERT_EQ(cudaMemset(out_d.get(), 0xFF, out_n * 2), cudaSuccess);  // bf16 NaN everywhere
-      ASSERT_EQ(cuda::launch_paged_attention(a, nullptr), cudaSuccess);
+      if (c.late_writes) {
+        upload(q_d, q_poison);
+        upload(k_d, k_poison);
+        if (!c.v_in_k) upload(v_d, v_poison);
+        ASSERT_EQ(gpu_test::launch_late_writer(copies.data(), static_cast<int>(copies.size()),
+                                               50000, stream),
+                  cudaSuccess);
+      }
+      ASSERT_EQ(cuda::launch_paged_attention(a, stream), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint16_t> out_bits(out_n);
       ASSERT_EQ(cudaMemcpy(out_bits.data(), out_d.get(), out_n * 2, cudaMemcpyDeviceToHost),
@@ -388,6 +438,39 @@ TEST(GpuPagedAttention, MixedChunkedPrefillAndDecode) {
   check_case({"mixed d128 g8 graph bounds x4", 32, 4, 128, 128, 16, mix, 0, false, 4, 46});
   check_case({"decode d128 g8 graph bounds x8", 16, 2, 128, 128, 16, decode_batch(8, 300, 47), 0,
               false, 8, 47});
+}
+
+// With PDL the attention kernel starts while the kernel before it still runs, and loads the KV
+// tiles of keys older than the step before waiting on it. Here that kernel writes q and the new
+// keys 50 us late (they hold NaN until then): a tile with a new key loaded early, or q read
+// early, shows up as NaN or a wrong result. (With LOCUS_CUDA_PDL=0 every load is late anyway.)
+TEST(GpuPagedAttention, NewKeysAndQueriesWrittenLate) {
+  REQUIRE_GPU();
+  Case decode{"late: decode d128 g8 splits",
+              32,
+              4,
+              128,
+              128,
+              16,
+              {{1100, 1}, {64, 1}, {65, 1}, {3, 1}, {1, 1}}};
+  decode.seed = 61;
+  decode.late_writes = true;
+  check_case(decode);
+  Case mixed{"late: mixed d128 g8 bs32",
+             32,
+             4,
+             128,
+             128,
+             32,
+             {{1000, 1}, {700, 300}, {5, 5}, {129, 1}, {333, 64}, {100, 4}}};
+  mixed.seed = 62;
+  mixed.late_writes = true;
+  check_case(mixed);
+  Case mla{"late: mla d80 v64 decode", 16, 1, 80, 64, 16, decode_batch(8, 1200, 63)};
+  mla.v_in_k = true;
+  mla.seed = 63;
+  mla.late_writes = true;
+  check_case(mla);
 }
 
 TEST(GpuPagedAttention, MlaAsMqaOverLatent) {

@@ -3,7 +3,9 @@
 // the stream has finished. It must call pdl_wait() before it reads anything that kernel (or an
 // earlier one) writes, and before it writes anything they read; work on constant data (weights)
 // can go first. pdl_launch_dependents() lets the next such kernel start early. Both are no-ops
-// for kernels launched without the attribute.
+// for kernels launched without the attribute. A kernel that calls pdl_launch_dependents() only
+// after its own pdl_wait() lets its dependent read, before waiting, what the kernels before it
+// wrote (read past L1: __ldcg); the MoE down GEMV relies on that for the routing.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -194,6 +194,12 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.block_table_stride = a.block_table_stride;
   p.num_seqs = a.num_seqs;
   p.tile_per_seq = plan.decode && plan.tiles == a.num_seqs;
+  // LOCUS_CUDA_ATTN_PRELOAD=0 keeps every load after pdl_wait (to measure the early ones).
+  static const bool preload = [] {
+    const char* v = std::getenv("LOCUS_CUDA_ATTN_PRELOAD");
+    return v == nullptr || v[0] != '0';
+  }();
+  p.preload_old_kv = preload;
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / a.num_kv_heads;
   p.head_dim = a.head_dim;

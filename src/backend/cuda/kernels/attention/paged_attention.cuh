@@ -7,7 +7,11 @@
 //    of 16 * kWarpRows consecutive rows of one sequence and one kv head, so each K/V tile is read
 //    once for the whole GQA group and all the tile's tokens (decode: 1 token x group heads;
 //    prefill: 64 rows = 64 / group tokens). Grid: (row tiles of all sequences, kv heads, splits).
-//    A CTA finds its (sequence, tile) by a block-wide scan over query_start_loc.
+//    A CTA finds its (sequence, tile) by a block-wide scan over query_start_loc (decode with one
+//    tile per sequence: CTA x takes sequence x).
+//  - Launched with PDL: before pdl_wait a CTA reads only what the host wrote before the step
+//    (query_start_loc, seq_lens, block table) and KV of keys older than the step, so its first
+//    tile's loads overlap the kernels that produce q and the new keys.
 //  - Decode/short queries: kWarpRows 1, kWarpCols 4 (16 rows, 4 warps split the keys of S and
 //    the columns of O). Prefill: kWarpRows 4 (64 rows), kWarpCols = v_head_dim_cap / 128.
 //  - KV tiles of 64 keys over the CTA's key range [first key of its first row, position of its
@@ -86,17 +90,19 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Loads kKvTile rows of K or V (dim elements each) for keys j0.. into shared memory; keys past
-// kv_last are zero-filled so that masked probabilities (0) never meet garbage (0 * NaN = NaN).
+// Loads rows [r_begin, r_end) of a kKvTile-row tile of K or V (dim elements each) for keys
+// j0 + r into shared memory; keys past kv_last are zero-filled so that masked probabilities (0)
+// never meet garbage (0 * NaN = NaN).
 template <int kThreads>
 __device__ __forceinline__ void load_kv_tile(const bf16* cache, int64_t block_stride,
                                              int64_t token_stride, int64_t head_offset,
                                              const int32_t* block_table, int block_size, int dim,
-                                             int j0, int kv_last, bf16* dst, int dst_stride) {
+                                             int j0, int kv_last, bf16* dst, int dst_stride,
+                                             int r_begin = 0, int r_end = kKvTile) {
   const int chunks = dim / 8;
-  for (int idx = threadIdx.x; idx < kKvTile * chunks; idx += kThreads) {
-    const int r = idx / chunks;
-    const int c = idx - r * chunks;
+  for (int idx = threadIdx.x; idx < (r_end - r_begin) * chunks; idx += kThreads) {
+    const int r = r_begin + idx / chunks;
+    const int c = idx % chunks;
     const int j = j0 + r;
     const bf16* src = cache;
     int bytes = 0;
@@ -137,7 +143,10 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   int seq = static_cast<int>(blockIdx.x), tile = 0;
   if (p.tile_per_seq) {
     // Decode: sequence blockIdx.x, its only tile (none when it has no query rows).
-    if (p.query_start_loc[seq + 1] == p.query_start_loc[seq]) return;  // uniform across the CTA
+    if (p.query_start_loc[seq + 1] == p.query_start_loc[seq]) {  // uniform across the CTA
+      pdl_wait();
+      return;
+    }
   } else {
     if (tid == 0) found_seq = -1;
     __syncthreads();
@@ -173,7 +182,10 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
       __syncthreads();  // found_* visible; warp_sums free for the next round
       if (found_seq >= 0 || carry > x) break;
     }
-    if (found_seq < 0) return;  // grid slack past the last tile (uniform across the CTA)
+    if (found_seq < 0) {  // grid slack past the last tile (uniform across the CTA)
+      pdl_wait();
+      return;
+    }
     seq = found_seq;
     tile = found_tile;
   }
@@ -211,6 +223,29 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   const int per_split = (num_kv_tiles + p.num_splits - 1) / p.num_splits;
   const int tile_begin = static_cast<int>(blockIdx.z) * per_split;
   const int tile_end = min(num_kv_tiles, tile_begin + per_split);
+
+  const int32_t* block_table = p.block_table + seq * p.block_table_stride;
+  const int64_t k_head_offset = static_cast<int64_t>(kv_head) * p.k_head_stride;
+  const int64_t v_head_offset = static_cast<int64_t>(kv_head) * p.v_head_stride;
+
+  // ---- before pdl_wait: the first KV tile's keys that predate this step ----
+  // Keys below `history` were written by earlier steps and the sequence metadata by the host
+  // before the step began, so with PDL their loads overlap the kernels still producing q and
+  // the new keys. At decode that is every key but the newest: it alone is loaded after the wait.
+  const int first_j0 = kv_first + tile_begin * kKvTile;
+  const int early_rows =
+      p.preload_old_kv && tile_begin < tile_end ? max(0, min(kKvTile, history - first_j0)) : 0;
+  if (early_rows > 0) {
+    load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset, block_table,
+                           p.block_size, head_dim, first_j0, kv_last, s_k, k_stride, 0, early_rows);
+    if (!p.v_in_k) {
+      load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
+                             block_table, p.block_size, v_head_dim, first_j0, kv_last, s_v,
+                             v_stride, 0, early_rows);
+    }
+    cp_async_commit();
+  }
+  pdl_wait();  // q, the new keys, the outputs and the split workspace belong to this step
 
   // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
   {
@@ -256,24 +291,22 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.0f, 0.0f};
 
-  const int32_t* block_table = p.block_table + seq * p.block_table_stride;
-  const int64_t k_head_offset = static_cast<int64_t>(kv_head) * p.k_head_stride;
-  const int64_t v_head_offset = static_cast<int64_t>(kv_head) * p.v_head_stride;
   const int s_col0 = warp_col * kSCols;
   const int o_col0 = warp_col * kOCols;
   __syncthreads();
 
   for (int kt = tile_begin; kt < tile_end; ++kt) {
     const int j0 = kv_first + kt * kKvTile;
+    const int r0 = kt == tile_begin ? early_rows : 0;  // rows already in flight
     load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset, block_table,
-                           p.block_size, head_dim, j0, kv_last, s_k, k_stride);
+                           p.block_size, head_dim, j0, kv_last, s_k, k_stride, r0);
     cp_async_commit();
     if (!p.v_in_k) {
       load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
-                             block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride);
+                             block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride, r0);
     }
-    cp_async_commit();  // V's group (empty when V is in K) overlaps the QK^T below
-    cp_async_wait<1>();
+    cp_async_commit();   // V's group (empty when V is in K) overlaps the QK^T below
+    cp_async_wait<1>();  // K (and the early rows of K and V)
     __syncthreads();
 
     // ---- S = Q K^T for this warp's 16 rows x kSCols keys ----
@@ -502,8 +535,7 @@ cudaError_t launch_attention_tiles(const TileParams& params, dim3 grid, size_t s
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
     if (err != cudaSuccess) return err;
   }
-  kernel<<<grid, kWarpRows * kWarpCols * 32, smem_bytes, stream>>>(params);
-  return cudaGetLastError();
+  return launch_pdl(kernel, grid, dim3(kWarpRows * kWarpCols * 32), smem_bytes, stream, params);
 }
 
 // Explicit instantiations for one head-dim capacity: decode (1 x 4 warps) and prefill

@@ -36,6 +36,8 @@ struct TileParams {
   // Every sequence has at most one row tile and grid.x = num_seqs (decode): CTA x takes
   // sequence x, with no scan over query_start_loc to find it.
   bool tile_per_seq = false;
+  bool preload_old_kv =
+      true;  // first tile's loads before pdl_wait when all its keys predate the step
   int num_q_heads = 0;
   int group = 1;  // q heads per kv head
   int head_dim = 0;

@@ -24,7 +24,8 @@ __device__ inline float warp_sum(float v) {
 
 __global__ void __launch_bounds__(kWarps * 32) qkv_norm_rope_write_kv_kernel(QkvRopeArgs a) {
   __shared__ float heads[kWarps][kMaxHeadDim];
-  pdl_launch_dependents();
+  pdl_launch_dependents();  // attention loads its older KV tiles meanwhile
+  pdl_wait();               // every input but the positions comes from the QKV projection
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int64_t t = blockIdx.y;
@@ -97,8 +98,7 @@ cudaError_t launch_qkv_norm_rope_write_kv(const QkvRopeArgs& a, cudaStream_t str
   const int tasks = a.num_heads + 2 * a.num_kv_heads;
   const dim3 grid(static_cast<unsigned>((tasks + kWarps - 1) / kWarps),
                   static_cast<unsigned>(a.tokens));
-  qkv_norm_rope_write_kv_kernel<<<grid, kWarps * 32, 0, stream>>>(a);
-  return cudaGetLastError();
+  return launch_pdl(qkv_norm_rope_write_kv_kernel, grid, dim3(kWarps * 32), 0, stream, a);
 }
 
 }  // namespace locus::cuda

@@ -266,11 +266,17 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
   }
   const size_t down_smem =
       static_cast<size_t>(a.top_k) * static_cast<size_t>(a.inter) * sizeof(bf16);
-  err = allow_smem(gemv::moe_down_gemv_kernel, down_smem);
+  // LOCUS_CUDA_DOWN_PRELOAD=0: no weight loads before pdl_wait (to measure them).
+  static const bool preload = [] {
+    const char* v = std::getenv("LOCUS_CUDA_DOWN_PRELOAD");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  auto* down_kernel = preload ? gemv::moe_down_gemv_kernel<2> : gemv::moe_down_gemv_kernel<0>;
+  err = allow_smem(down_kernel, down_smem);
   if (err != cudaSuccess) return err;
   const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(a.num_tokens));
-  return launch_pdl(gemv::moe_down_gemv_kernel, down_grid, gemv::kThreads, down_smem, stream,
+  return launch_pdl(down_kernel, down_grid, gemv::kThreads, down_smem, stream,
                     static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
                     static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
 }

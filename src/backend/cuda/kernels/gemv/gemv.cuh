@@ -237,8 +237,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const void* const* up_w, bf16* __restrict__ h, int num_experts,
                             int top_k, int hidden, int inter) {
   extern __shared__ uint4 xs[];  // [hidden / 8]
+  pdl_wait();                    // x and topk_ids come from the kernels before
+  // Only now: the down kernel reads topk_ids before its own pdl_wait, which is safe once every
+  // CTA here is past this wait (the routing grid has then finished).
   pdl_launch_dependents();
-  pdl_wait();  // x and topk_ids come from the kernels before
   const int p = blockIdx.y;
   const int t = p / top_k;
   const int chunks = hidden / 8;
@@ -272,40 +274,74 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // out[t, n] = bf16(sum_j w[t, j] * (down_e[n] . h[t * top_k + j])), j in order; t = blockIdx.y.
-__global__ void __launch_bounds__(kThreads, 1)
+// Before pdl_wait each warp reads the routing and has its first experts' weight chunks in
+// flight: gate_up triggers this launch only after its own pdl_wait, so the kernel that wrote
+// topk_ids has finished (read past L1, which may hold an earlier layer's ids). The weights then
+// arrive while gate_up's last CTAs finish.
+template <int kPre>
+__global__ void __launch_bounds__(kThreads, 2)
     moe_down_gemv_kernel(const bf16* __restrict__ h, const int32_t* __restrict__ topk_ids,
                          const float* __restrict__ topk_weights, const void* const* down_w,
                          bf16* __restrict__ out, int num_experts, int top_k, int hidden,
                          int inter) {
   extern __shared__ uint4 hs[];  // [top_k][inter / 8]
   pdl_launch_dependents();
-  pdl_wait();
   const int t = blockIdx.y;
   const int chunks = inter / 8;
-  stage_row(hs, h + static_cast<int64_t>(t) * top_k * inter, chunks * top_k);
-  __syncthreads();
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int col = blockIdx.x * kWarps + warp;
-  if (col >= hidden) return;
   // Experts in groups of kJ so the group's weight rows are all in flight at once (one DRAM
-  // round trip per group, not per expert); the sum still runs in j order.
+  // round trip per group, not per expert); the sum still runs in j order. The first group's
+  // first kPre chunks per lane are loaded before pdl_wait. Two CTAs per SM at most 128
+  // registers: a 256-CTA grid (hidden 2048) stays one wave.
   constexpr int kJ = 4;
-  float total = 0.0f;
-  for (int j0 = 0; j0 < top_k; j0 += kJ) {
-    const uint4* d_row[kJ];
-    float d[kJ];
+  const uint4* d_row[kJ];
+  auto expert_rows = [&](int j0) {
 #pragma unroll
     for (int q = 0; q < kJ; ++q) {
       const int j = j0 + q;
-      const int e = j < top_k ? topk_ids[t * top_k + j] : -1;
+      const int e = col < hidden && j < top_k ? __ldcg(topk_ids + t * top_k + j) : -1;
       d_row[q] = e >= 0 && e < num_experts
                      ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) +
                                                       int64_t{col} * inter)
                      : nullptr;
-      d[q] = 0.0f;
     }
-    for (int c = lane; c < chunks; c += 32) {
+  };
+  expert_rows(0);
+  uint4 pre[kJ][kPre > 0 ? kPre : 1];
+#pragma unroll
+  for (int i = 0; i < kPre; ++i) {
+    const int c = lane + 32 * i;
+#pragma unroll
+    for (int q = 0; q < kJ; ++q)
+      pre[q][i] =
+          d_row[q] != nullptr && c < chunks ? load_weight(d_row[q] + c) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_wait();
+  stage_row(hs, h + static_cast<int64_t>(t) * top_k * inter, chunks * top_k);
+  __syncthreads();
+  if (col >= hidden) return;
+  float total = 0.0f;
+  for (int j0 = 0; j0 < top_k; j0 += kJ) {
+    float d[kJ];
+#pragma unroll
+    for (int q = 0; q < kJ; ++q)
+      d[q] = 0.0f;
+    int c = lane;
+    if (j0 == 0) {
+#pragma unroll
+      for (int i = 0; i < kPre; ++i, c += 32) {
+        if (c < chunks) {
+#pragma unroll
+          for (int q = 0; q < kJ; ++q)
+            if (d_row[q] != nullptr) d[q] += dot8(pre[q][i], hs[q * chunks + c]);
+        }
+      }
+    } else {
+      expert_rows(j0);
+    }
+    for (; c < chunks; c += 32) {
       uint4 w[kJ];
 #pragma unroll
       for (int q = 0; q < kJ; ++q)

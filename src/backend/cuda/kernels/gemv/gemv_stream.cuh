@@ -213,8 +213,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const StreamSmem s = stream_smem(smem, static_cast<size_t>(num_tokens) * hidden * sizeof(bf16));
   const size_t half_bytes = static_cast<size_t>(kUnitRows) * hidden * sizeof(bf16);
   init_barriers(s, stages);
-  pdl_launch_dependents();
-  pdl_wait();  // x and topk_ids come from the kernels before
+  pdl_wait();               // x and topk_ids come from the kernels before
+  pdl_launch_dependents();  // after the wait: the down kernel reads topk_ids before its own
   const int per_pair = (inter + kUnitRows - 1) / kUnitRows;
   int64_t u0, u1;
   cta_units(static_cast<int64_t>(num_tokens) * top_k * per_pair, u0, u1);
