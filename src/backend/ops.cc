@@ -467,7 +467,31 @@ Status Ops::write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_
 Status Ops::qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) {
-  constexpr std::string_view op = "qkv_norm_rope_write_kv";
+  LOCUS_RETURN_IF_ERROR(validate_qkv_norm_rope_write_kv(
+      "qkv_norm_rope_write_kv", qkv, spec, positions, rope, slot_mapping, k_cache, v_cache, q_out));
+  return do_qkv_norm_rope_write_kv(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache,
+                                   q_out);
+}
+
+Status Ops::qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
+                                    const RopeParams& rope, const Tensor& slot_mapping,
+                                    Tensor& k_cache, Tensor& v_cache,
+                                    const AttentionMetadata& metadata,
+                                    const AttentionParams& params, Tensor& q_out, Tensor& out) {
+  constexpr std::string_view op = "qkv_norm_rope_attention";
+  LOCUS_RETURN_IF_ERROR(validate_qkv_norm_rope_write_kv(op, qkv, spec, positions, rope,
+                                                        slot_mapping, k_cache, v_cache, q_out));
+  LOCUS_RETURN_IF_ERROR(
+      validate_paged_attention(op, q_out, k_cache, v_cache, metadata, params, out));
+  return do_qkv_norm_rope_attention(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache,
+                                    metadata, params, q_out, out);
+}
+
+Status Ops::validate_qkv_norm_rope_write_kv(std::string_view op, const Tensor& qkv,
+                                            const QkvSpec& spec, const Tensor& positions,
+                                            const RopeParams& rope, const Tensor& slot_mapping,
+                                            const Tensor& k_cache, const Tensor& v_cache,
+                                            const Tensor& q_out) const {
   if (spec.num_heads < 1 || spec.num_kv_heads < 1 || spec.head_dim < 1 || spec.v_head_dim < 1 ||
       spec.num_heads % spec.num_kv_heads != 0) {
     return fail(op, fmt::format("bad spec: {} heads, {} kv heads, head_dim {}, v_head_dim {}",
@@ -522,16 +546,21 @@ Status Ops::qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const
                                 k_cache.to_string(), v_cache.to_string(), spec.num_kv_heads,
                                 spec.head_dim, spec.v_head_dim));
   }
-  LOCUS_RETURN_IF_ERROR(check_output(op, "q_out", q_out, {tokens, spec.num_heads, spec.head_dim},
-                                     activation_dtype()));
-  return do_qkv_norm_rope_write_kv(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache,
-                                   q_out);
+  return check_output(op, "q_out", q_out, {tokens, spec.num_heads, spec.head_dim},
+                      activation_dtype());
 }
 
 Status Ops::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionMetadata& metadata, const AttentionParams& params,
                             Tensor& out) {
-  constexpr std::string_view op = "paged_attention";
+  LOCUS_RETURN_IF_ERROR(
+      validate_paged_attention("paged_attention", q, k_cache, v_cache, metadata, params, out));
+  return do_paged_attention(q, k_cache, v_cache, metadata, params, out);
+}
+
+Status Ops::validate_paged_attention(std::string_view op, const Tensor& q, const Tensor& k_cache,
+                                     const Tensor& v_cache, const AttentionMetadata& metadata,
+                                     const AttentionParams& params, const Tensor& out) const {
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "q", q, 3, "[tokens, heads, head_dim]"));
   LOCUS_RETURN_IF_ERROR(check_output(op, "q", q, q.shape(), activation_dtype()));
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "k_cache", k_cache, 4, "[blocks, block_size, kv_heads, D]"));
@@ -554,9 +583,7 @@ Status Ops::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   if (params.sliding_window && *params.sliding_window <= 0) {
     return fail(op, fmt::format("sliding_window {} must be positive", *params.sliding_window));
   }
-  LOCUS_RETURN_IF_ERROR(
-      check_output(op, "out", out, {q.size(0), q.size(1), v_cache.size(3)}, activation_dtype()));
-  return do_paged_attention(q, k_cache, v_cache, metadata, params, out);
+  return check_output(op, "out", out, {q.size(0), q.size(1), v_cache.size(3)}, activation_dtype());
 }
 
 Status Ops::write_mla_cache(const Tensor& latent, const Tensor& k_pe, const Tensor& slot_mapping,

@@ -288,6 +288,14 @@ class Ops {
   Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          const AttentionMetadata& metadata, const AttentionParams& params,
                          Tensor& out);
+  // qkv_norm_rope_write_kv into q_out, then paged_attention of q_out into out, as one op so a
+  // backend can fold the first into the second at decode (q then never goes through memory,
+  // and q_out's contents are unspecified afterwards). Same results as the two ops.
+  Status qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
+                                 const RopeParams& rope, const Tensor& slot_mapping,
+                                 Tensor& k_cache, Tensor& v_cache,
+                                 const AttentionMetadata& metadata, const AttentionParams& params,
+                                 Tensor& q_out, Tensor& out);
 
   // MLA cache layout (per layer): [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim],
   // each entry the normalized latent followed by the rotated shared rope key (vLLM's layout).
@@ -334,6 +342,14 @@ class Ops {
   Status validate_moe_route(std::string_view op, const Tensor& router_logits,
                             const Tensor& correction_bias, const MoeRouting& routing,
                             const Tensor& topk_ids, const Tensor& topk_weights) const;
+  Status validate_qkv_norm_rope_write_kv(std::string_view op, const Tensor& qkv,
+                                         const QkvSpec& spec, const Tensor& positions,
+                                         const RopeParams& rope, const Tensor& slot_mapping,
+                                         const Tensor& k_cache, const Tensor& v_cache,
+                                         const Tensor& q_out) const;
+  Status validate_paged_attention(std::string_view op, const Tensor& q, const Tensor& k_cache,
+                                  const Tensor& v_cache, const AttentionMetadata& metadata,
+                                  const AttentionParams& params, const Tensor& out) const;
 
   virtual Expected<Tensor> do_empty(const Dims& shape, DType dtype) = 0;
   virtual Status do_fill_zero(Tensor& t) = 0;
@@ -362,6 +378,12 @@ class Ops {
                                            const Tensor& positions, const RopeParams& rope,
                                            const Tensor& slot_mapping, Tensor& k_cache,
                                            Tensor& v_cache, Tensor& q_out);
+  virtual Status do_qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec,
+                                            const Tensor& positions, const RopeParams& rope,
+                                            const Tensor& slot_mapping, Tensor& k_cache,
+                                            Tensor& v_cache, const AttentionMetadata& metadata,
+                                            const AttentionParams& params, Tensor& q_out,
+                                            Tensor& out);
   virtual Status do_moe_router(const Tensor& x, const LinearWeight& router,
                                const Tensor& correction_bias, const MoeRouting& routing,
                                Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);

@@ -78,4 +78,14 @@ Status Ops::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
   return write_kv_cache(k_out, v3, slot_mapping, k_cache, v_cache);
 }
 
+Status Ops::do_qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec,
+                                       const Tensor& positions, const RopeParams& rope,
+                                       const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache,
+                                       const AttentionMetadata& metadata,
+                                       const AttentionParams& params, Tensor& q_out, Tensor& out) {
+  LOCUS_RETURN_IF_ERROR(
+      do_qkv_norm_rope_write_kv(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache, q_out));
+  return do_paged_attention(q_out, k_cache, v_cache, metadata, params, out);
+}
+
 }  // namespace locus

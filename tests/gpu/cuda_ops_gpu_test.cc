@@ -4,7 +4,10 @@
 // SKIPPED where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -612,6 +615,140 @@ TEST_F(CudaOps, QkvNormRopeWriteKv) {
         expect_close(down(got_q), to_floats(want_q), (what + " q").c_str());
         expect_close(down(gkc), to_floats(kc), (what + " k cache").c_str());
         expect_close(down(gvc), to_floats(vc), (what + " v cache").c_str());
+      }
+    }
+  }
+}
+
+// The GQA step folded into decode attention gives the q, caches and output of the two ops to
+// the bit (same arithmetic, one kernel); a batch with a multi-token sequence takes the two ops.
+TEST_F(CudaOps, QkvNormRopeAttentionEqualsTheTwoOps) {
+  CudaBackendOptions options;
+  options.fused_qkv_attention = true;  // opt-in: slower on the H200, still kept exact
+  gpu_ = CudaBackend::create(options).value();
+  std::mt19937 rng(7);
+  const int64_t hq = 16, hk = 4, bs = 16;
+  struct Seq {
+    int64_t context, num_new;
+  };
+  for (const int64_t d : {64, 128}) {
+    for (const QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone}) {
+      for (const bool decode : {true, false}) {
+        const std::vector<Seq> seqs =
+            decode ? std::vector<Seq>{{1, 1}, {70, 1}, {1100, 1}, {64, 1}, {65, 1}}
+                   : std::vector<Seq>{{1, 1}, {70, 3}, {300, 1}};
+        int64_t max_blocks = 0, total_blocks = 2, max_new = 0;
+        for (const Seq& q : seqs) {
+          max_blocks = std::max(max_blocks, (q.context + bs - 1) / bs);
+          total_blocks += (q.context + bs - 1) / bs;
+          max_new = std::max(max_new, q.num_new);
+        }
+        std::vector<int32_t> perm(static_cast<size_t>(total_blocks));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::vector<int32_t> table(seqs.size() * static_cast<size_t>(max_blocks), -1);
+        std::vector<int32_t> qsl = {0}, lens, positions;
+        std::vector<int64_t> old_slots, new_slots;
+        size_t next = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          const size_t row = i * static_cast<size_t>(max_blocks);
+          for (int64_t b = 0; b < (seqs[i].context + bs - 1) / bs; ++b)
+            table[row + static_cast<size_t>(b)] = perm[next++];
+          for (int64_t j = 0; j < seqs[i].context; ++j) {
+            const int64_t slot = table[row + static_cast<size_t>(j / bs)] * bs + j % bs;
+            if (j < seqs[i].context - seqs[i].num_new) {
+              old_slots.push_back(slot);
+            } else {
+              new_slots.push_back(slot);
+              positions.push_back(static_cast<int32_t>(j));
+            }
+          }
+          qsl.push_back(qsl.back() + static_cast<int32_t>(seqs[i].num_new));
+          lens.push_back(static_cast<int32_t>(seqs[i].context));
+        }
+        const int64_t tokens = qsl.back(), nseq = static_cast<int64_t>(seqs.size());
+        const auto old = static_cast<int64_t>(old_slots.size());
+
+        QkvSpec s;
+        s.num_heads = hq;
+        s.num_kv_heads = hk;
+        s.head_dim = d;
+        s.v_head_dim = d;
+        s.norm = norm;
+        s.eps = 1e-6f;
+        QkvSpec cs = s, gs = s;
+        if (norm == QkNorm::kPerHead) {
+          cs.q_norm = random_f32({d}, 9100, 0.5f, 1.5f);
+          cs.k_norm = random_f32({d}, 9101, 0.5f, 1.5f);
+          gs.q_norm = gpu_->prepare_weight(cs.q_norm).value();
+          gs.k_norm = gpu_->prepare_weight(cs.k_norm).value();
+        }
+        RopeConfig rc;
+        rc.theta = 1e6;
+        rc.rotary_dim = d;
+        const RopeParams rope = testing::rope_params_for(rc, 40960, 1.0f);
+        AttentionParams params;
+        params.scale = 1.0f / std::sqrt(static_cast<float>(d));
+        Tensor qkv = bf16_exact(random_f32({tokens, s.width()}, 9102));
+        Tensor k_old = bf16_exact(random_f32({old, hk, d}, 9103));
+        Tensor v_old = bf16_exact(random_f32({old, hk, d}, 9104));
+        Tensor pos = testing::from_i32(positions, {tokens});
+        Tensor old_map = testing::from_i64(old_slots, {old});
+        Tensor new_map = testing::from_i64(new_slots, {tokens});
+
+        AttentionMetadata m;
+        m.block_size = bs;
+        m.query_start_loc = testing::from_i32(qsl, {nseq + 1});
+        m.seq_lens = testing::from_i32(lens, {nseq});
+        m.block_table = testing::from_i32(table, {nseq, max_blocks});
+        m.slot_mapping = new_map;
+        m.max_query_len = max_new;
+        m.max_seq_len = 2048;
+        Tensor kc = cpu_.zeros({total_blocks, bs, hk, d}, DType::kF32).value();
+        Tensor vc = cpu_.zeros({total_blocks, bs, hk, d}, DType::kF32).value();
+        ASSERT_TRUE(cpu_.write_kv_cache(k_old, v_old, old_map, kc, vc).is_ok());
+        Tensor cq = Tensor::empty({tokens, hq, d}, DType::kF32).value();
+        Tensor want = Tensor::empty({tokens, hq, d}, DType::kF32).value();
+        ASSERT_TRUE(
+            cpu_.qkv_norm_rope_attention(qkv, cs, pos, rope, new_map, kc, vc, m, params, cq, want)
+                .is_ok());
+
+        AttentionMetadata gm = m;
+        gm.query_start_loc = up_raw(m.query_start_loc);
+        gm.seq_lens = up_raw(m.seq_lens);
+        gm.block_table = up_raw(m.block_table);
+        gm.slot_mapping = up_raw(new_map);
+        const Tensor gqkv = up(qkv), gpos = up_raw(pos);
+        Tensor caches[2][2];
+        for (auto& pair : caches) {
+          for (Tensor& c : pair)
+            c = gpu_->zeros({total_blocks, bs, hk, d}, DType::kBF16).value();
+          ASSERT_TRUE(gpu_->write_kv_cache(up(k_old), up(v_old), up_raw(old_map), pair[0], pair[1])
+                          .is_ok());
+        }
+        Tensor q_two = out_bf16({tokens, hq, d}), out_two = out_bf16({tokens, hq, d});
+        ASSERT_TRUE(gpu_->qkv_norm_rope_write_kv(gqkv, gs, gpos, rope, gm.slot_mapping,
+                                                 caches[0][0], caches[0][1], q_two)
+                        .is_ok());
+        ASSERT_TRUE(
+            gpu_->paged_attention(q_two, caches[0][0], caches[0][1], gm, params, out_two).is_ok());
+        Tensor q_one = out_bf16({tokens, hq, d}), out_one = out_bf16({tokens, hq, d});
+        ASSERT_TRUE(gpu_->qkv_norm_rope_attention(gqkv, gs, gpos, rope, gm.slot_mapping,
+                                                  caches[1][0], caches[1][1], gm, params, q_one,
+                                                  out_one)
+                        .is_ok());
+        const std::string what = std::string("qkv_norm_rope_attention d") + std::to_string(d) +
+                                 (norm == QkNorm::kPerHead ? " per-head" : " no-norm") +
+                                 (decode ? " decode" : " mixed");
+        auto same_bits = [&](const Tensor& a, const Tensor& b, const char* which) {
+          const Tensor ha = gpu_->to_host(a).value(), hb = gpu_->to_host(b).value();
+          EXPECT_EQ(std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()), 0)
+              << what << ": " << which << " differs from the two ops";
+        };
+        same_bits(out_one, out_two, "output");
+        same_bits(caches[1][0], caches[0][0], "k cache");
+        same_bits(caches[1][1], caches[0][1], "v cache");
+        expect_close(down(out_one), to_floats(want), what.c_str());
       }
     }
   }

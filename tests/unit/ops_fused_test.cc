@@ -182,6 +182,59 @@ TEST(OpsFused, QkvNormRopeWriteKvRejectsBadShapes) {
   EXPECT_FALSE(cpu.qkv_norm_rope_write_kv(qkv, s, pos, rope, slots, kc, vc, q).is_ok());
 }
 
+// The op a backend may fold at decode: on the CPU it is the two ops, and its checks name it.
+TEST(OpsFused, QkvNormRopeAttentionEqualsTheTwoOps) {
+  CpuBackend cpu;
+  const int64_t hq = 4, hk = 2, d = 16, bs = 4;
+  QkvSpec s;
+  s.num_heads = hq;
+  s.num_kv_heads = hk;
+  s.head_dim = d;
+  s.v_head_dim = d;
+  s.norm = QkNorm::kPerHead;
+  s.eps = 1e-6f;
+  s.q_norm = random_f32({d}, 50, 0.5f, 1.5f);
+  s.k_norm = random_f32({d}, 51, 0.5f, 1.5f);
+  const RopeParams rope = rope_params(d, RopeLayout::kNeox);
+  // Two sequences: 3 cached + 1 new token, 1 cached + 2 new tokens; blocks 0-1 and 2.
+  Tensor qkv = random_f32({3, s.width()}, 52);
+  Tensor pos = testing::from_i32({3, 1, 2}, {3});
+  Tensor slots = testing::from_i64({3, 9, 10}, {3});
+  AttentionMetadata m;
+  m.block_size = bs;
+  m.query_start_loc = testing::from_i32({0, 1, 3}, {3});
+  m.seq_lens = testing::from_i32({4, 3}, {2});
+  m.block_table = testing::from_i32({0, 1, 2, -1}, {2, 2});
+  m.slot_mapping = slots;
+  AttentionParams params;
+  params.scale = 0.25f;
+  Tensor kc[2], vc[2], q[2], out[2];
+  for (int i = 0; i < 2; ++i) {
+    kc[i] = random_f32({3, bs, hk, d}, 53);  // the cached tokens' keys and values
+    vc[i] = random_f32({3, bs, hk, d}, 54);
+    q[i] = Tensor::empty({3, hq, d}, DType::kF32).value();
+    out[i] = Tensor::empty({3, hq, d}, DType::kF32).value();
+  }
+  ASSERT_TRUE(cpu.qkv_norm_rope_write_kv(qkv, s, pos, rope, slots, kc[0], vc[0], q[0]).is_ok());
+  ASSERT_TRUE(cpu.paged_attention(q[0], kc[0], vc[0], m, params, out[0]).is_ok());
+  const Status st =
+      cpu.qkv_norm_rope_attention(qkv, s, pos, rope, slots, kc[1], vc[1], m, params, q[1], out[1]);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(to_floats(out[1]), to_floats(out[0]));
+  EXPECT_EQ(to_floats(kc[1]), to_floats(kc[0]));
+  EXPECT_EQ(to_floats(vc[1]), to_floats(vc[0]));
+
+  Tensor short_out = Tensor::empty({3, hq, d - 1}, DType::kF32).value();
+  const Status bad = cpu.qkv_norm_rope_attention(qkv, s, pos, rope, slots, kc[1], vc[1], m, params,
+                                                 q[1], short_out);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.to_string().find("qkv_norm_rope_attention"), std::string::npos) << bad.to_string();
+  Tensor narrow = random_f32({3, s.width() - 1}, 55);
+  EXPECT_FALSE(cpu.qkv_norm_rope_attention(narrow, s, pos, rope, slots, kc[1], vc[1], m, params,
+                                           q[1], out[1])
+                   .is_ok());
+}
+
 TEST(OpsFused, MoeRouterEqualsLinearThenRoute) {
   CpuBackend cpu;
   const int64_t t = 5, hidden = 32, experts = 16;

@@ -41,10 +41,10 @@ Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
     LOCUS_RETURN_IF_ERROR(ops.merged_linear(x, parts, qkv));
   }
   LOCUS_ASSIGN_OR_RETURN(Tensor q, ops.empty({tokens, s.num_heads, s.head_dim}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops.qkv_norm_rope_write_kv(
-      qkv, s, batch.positions, rope_, batch.attention.slot_mapping, cache.k, cache.v, q));
   LOCUS_ASSIGN_OR_RETURN(Tensor attn, ops.empty({tokens, s.num_heads, s.v_head_dim}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops.paged_attention(q, cache.k, cache.v, batch.attention, params_, attn));
+  LOCUS_RETURN_IF_ERROR(ops.qkv_norm_rope_attention(qkv, s, batch.positions, rope_,
+                                                    batch.attention.slot_mapping, cache.k, cache.v,
+                                                    batch.attention, params_, q, attn));
   LOCUS_ASSIGN_OR_RETURN(Tensor attn2, attn.reshape({tokens, s.num_heads * s.v_head_dim}));
   LOCUS_ASSIGN_OR_RETURN(Tensor out, ops.empty({tokens, o_proj_.out_features()}, dtype));
   LOCUS_RETURN_IF_ERROR(ops.linear(attn2, o_proj_, out));

@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
+#include "backend/cuda/kernels/elementwise/norm_rope_head.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
@@ -248,7 +249,48 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   pdl_wait();  // q, the new keys, the outputs and the split workspace belong to this step
 
   // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
-  {
+  if (p.fused.qkv != nullptr) {
+    // Decode with the GQA step folded in (host-checked: one new token, exact head dims <= 128,
+    // separate K and V). Warp w normalizes and rotates rows w, w + kWarps, ... (q heads of this
+    // kv head) into s_q through an f32 staging row in the (still unused) P tile.
+    const auto& f = p.fused;
+    const bf16* qkv_row =
+        static_cast<const bf16*>(f.qkv) + static_cast<int64_t>(q_begin) * f.qkv_stride;
+    const float pos = static_cast<float>(f.positions[q_begin]);
+    float* buf = reinterpret_cast<float*>(s_p) + warp * kHeadDimCap;
+    for (int r = warp; r < kRows; r += kWarps) {
+      if (r < row_hi) {
+        const int64_t head = static_cast<int64_t>(kv_head) * group + r;
+        norm_rope_head(qkv_row + head * kHeadDimCap, f.q_norm, f.eps, kHeadDimCap, pos, f.inv_freq,
+                       f.rotary_dim, f.attention_factor, f.neox, buf, s_q + r * k_stride, lane);
+      } else {
+        for (int c = lane; c < kHeadDimCap; c += 32)
+          s_q[r * k_stride + c] = __float2bfloat16_rn(0.0f);
+      }
+    }
+    // The split that holds the new key (the last KV tile) writes it and its value into the
+    // caches; its tile loop loads that row after the barrier below.
+    const int last_tile = num_kv_tiles - 1;
+    const int64_t slot = f.slot_mapping[q_begin];
+    if (tile_begin <= last_tile && last_tile < tile_end && slot >= 0 && warp < 2) {
+      const int64_t block = slot / p.block_size, offset = slot % p.block_size;
+      const int hq = p.num_q_heads, hk = gridDim.y;
+      if (warp == 0) {
+        bf16* dst = const_cast<bf16*>(k_cache) + block * p.k_block_stride +
+                    offset * p.k_token_stride + k_head_offset;
+        norm_rope_head(qkv_row + static_cast<int64_t>(hq + kv_head) * kHeadDimCap, f.k_norm, f.eps,
+                       kHeadDimCap, pos, f.inv_freq, f.rotary_dim, f.attention_factor, f.neox, buf,
+                       dst, lane);
+      } else {
+        const bf16* src = qkv_row + static_cast<int64_t>(hq + hk) * kHeadDimCap +
+                          static_cast<int64_t>(kv_head) * kVHeadDimCap;
+        bf16* dst = const_cast<bf16*>(v_cache) + block * p.v_block_stride +
+                    offset * p.v_token_stride + v_head_offset;
+        for (int c = lane; c < kVHeadDimCap; c += 32)
+          dst[c] = src[c];
+      }
+    }
+  } else {
     const int chunks = d_pad / 8;
     for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
       const int r = idx / chunks;

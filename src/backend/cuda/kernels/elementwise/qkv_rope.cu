@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
+#include "backend/cuda/kernels/elementwise/norm_rope_head.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda {
@@ -14,13 +15,6 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kWarps = 4;
 constexpr int kMaxHeadDim = 512;
-
-__device__ inline float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 __global__ void __launch_bounds__(kWarps * 32) qkv_norm_rope_write_kv_kernel(QkvRopeArgs a) {
   __shared__ float heads[kWarps][kMaxHeadDim];
@@ -52,38 +46,9 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_norm_rope_write_kv_kernel(Qkv
   bf16* dst = is_q ? static_cast<bf16*>(a.q_out) + (t * hq + h) * d
                    : static_cast<bf16*>(a.k_cache) + (slot * hk + h) * d;
   const float* weight = is_q ? a.q_norm : a.k_norm;
-  float* buf = heads[warp];
 
-  float ss = 0.0f;
-  for (int c = lane; c < d; c += 32) {
-    const float v = __bfloat162float(src[c]);
-    buf[c] = v;
-    ss += v * v;
-  }
-  if (weight != nullptr) {
-    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + a.eps);
-    for (int c = lane; c < d; c += 32)  // bf16, as rms_norm's output
-      buf[c] = __bfloat162float(__float2bfloat16_rn(buf[c] * inv * weight[c]));
-  }
-  __syncwarp();
-
-  const int half = a.rotary_dim / 2;
-  const float pos = static_cast<float>(a.positions[t]);
-  for (int i = lane; i < half; i += 32) {
-    // f32 product and accurate sincosf, as the rope kernel (transformers' f32 matmul).
-    const float freq = pos * a.inv_freq[i];
-    float s, c;
-    sincosf(freq, &s, &c);
-    c *= a.attention_factor;
-    s *= a.attention_factor;
-    const int lo = a.neox ? i : 2 * i;
-    const int hi = a.neox ? i + half : 2 * i + 1;
-    const float x0 = buf[lo], x1 = buf[hi];
-    dst[lo] = __float2bfloat16_rn(x0 * c - x1 * s);
-    dst[hi] = __float2bfloat16_rn(x1 * c + x0 * s);
-  }
-  for (int c = a.rotary_dim + lane; c < d; c += 32)
-    dst[c] = __float2bfloat16_rn(buf[c]);
+  norm_rope_head(src, weight, a.eps, d, static_cast<float>(a.positions[t]), a.inv_freq,
+                 a.rotary_dim, a.attention_factor, a.neox, heads[warp], dst, lane);
 }
 
 }  // namespace
