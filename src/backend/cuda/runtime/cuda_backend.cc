@@ -96,10 +96,6 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   LOCUS_ASSIGN_OR_RETURN(
       b->gemm_,
       cuda::CublasGemm::create(b->stream_, b->gemm_workspace_.raw_data(), kGemmWorkspaceBytes));
-  if (const char* env = std::getenv("LOCUS_CUDA_FUSED_QKV_ATTENTION");
-      env != nullptr && env[0] == '1') {
-    b->options_.fused_qkv_attention = true;
-  }
   if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
     b->options_.small_batch_gemv = false;
   }
@@ -530,8 +526,7 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
                                      int64_t v_token_stride, int64_t v_head_stride,
                                      int64_t num_kv_heads, int64_t head_dim, int64_t v_head_dim,
                                      const AttentionMetadata& md, float scale,
-                                     int64_t sliding_window, Tensor& out,
-                                     const cuda::QkvRopeArgs* fused_qkv) {
+                                     int64_t sliding_window, Tensor& out) {
   LOCUS_ASSIGN_OR_RETURN(Tensor qsl, ensure_device(md.query_start_loc, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor seq_lens, ensure_device(md.seq_lens, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor table, ensure_device(md.block_table, DType::kI32));
@@ -587,12 +582,7 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
     LOCUS_ASSIGN_OR_RETURN(a.split_counters, split_counters());
     a.split_counter_slots = a.split_counters != nullptr ? kRouterCounterSlot : 0;
   }
-  a.qkv = fused_qkv;
   const cudaError_t err = cuda::launch_paged_attention(a, stream_);
-  if (err == cudaErrorNotSupported && fused_qkv != nullptr) {
-    cudaGetLastError();
-    return unsupported("paged_attention on cuda: this batch cannot take the fused GQA step");
-  }
   if (err == cudaErrorInvalidValue) {
     cudaGetLastError();
     return unsupported(fmt::format(

@@ -33,10 +33,6 @@ struct CudaBackendOptions {
   // GEMV kernels (kernels/gemv/) instead of cuBLASLt / the grouped GEMMs. LOCUS_CUDA_GEMV=0 in
   // the environment turns it off (for A/B measurements).
   bool small_batch_gemv = true;
-  // Decode attention with the GQA q/k-norm + rope + KV write folded in (one kernel instead of
-  // two). Off: on the H200 it is slower (cuda_fused.cc); LOCUS_CUDA_FUSED_QKV_ATTENTION=1 turns
-  // it on.
-  bool fused_qkv_attention = false;
 };
 
 // A captured sequence of GPU work, replayed on the backend's stream with fixed addresses.
@@ -136,12 +132,6 @@ class CudaBackend final : public Ops {
   Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
-  Status do_qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
-                                    const RopeParams& rope, const Tensor& slot_mapping,
-                                    Tensor& k_cache, Tensor& v_cache,
-                                    const AttentionMetadata& metadata,
-                                    const AttentionParams& params, Tensor& q_out,
-                                    Tensor& out) override;
   Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                            Tensor& k_cache, Tensor& v_cache) override;
   Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -176,8 +166,8 @@ class CudaBackend final : public Ops {
                           int64_t v_block_stride, int64_t v_token_stride, int64_t v_head_stride,
                           int64_t num_kv_heads, int64_t head_dim, int64_t v_head_dim,
                           const AttentionMetadata& metadata, float scale, int64_t sliding_window,
-                          Tensor& out, const cuda::QkvRopeArgs* fused_qkv = nullptr);
-  // The fused GQA step's kernel arguments; `keep` holds the device copies they point into.
+                          Tensor& out);
+  // The GQA step's kernel arguments; `keep` holds the device copies they point into.
   Expected<cuda::QkvRopeArgs> qkv_rope_args(const Tensor& qkv, const QkvSpec& spec,
                                             const Tensor& positions, const RopeParams& rope,
                                             const Tensor& slot_mapping, Tensor& k_cache,

@@ -189,38 +189,4 @@ Expected<cuda::QkvRopeArgs> CudaBackend::qkv_rope_args(const Tensor& qkv, const 
   return a;
 }
 
-Status CudaBackend::do_qkv_norm_rope_attention(const Tensor& qkv, const QkvSpec& spec,
-                                               const Tensor& positions, const RopeParams& rope,
-                                               const Tensor& slot_mapping, Tensor& k_cache,
-                                               Tensor& v_cache, const AttentionMetadata& metadata,
-                                               const AttentionParams& params, Tensor& q_out,
-                                               Tensor& out) {
-  auto unfused = [&] {
-    return Ops::do_qkv_norm_rope_attention(qkv, spec, positions, rope, slot_mapping, k_cache,
-                                           v_cache, metadata, params, q_out, out);
-  };
-  // Opt-in (CudaBackendOptions::fused_qkv_attention): on the H200 it loses at batch 1 (3.46
-  // against 3.37 ms; docs/benchmarks.md): every split CTA repeats the norm and rope of its q
-  // heads before it can start, which costs more than the separate kernel that runs while
-  // attention loads its older keys. Decode only (one new token per sequence, known on the
-  // host), per-head or no q/k-norm, head dims the kernel stages in its P tile; the launcher
-  // checks the rest.
-  if (!options_.fused_qkv_attention || spec.norm == QkNorm::kPerLayer ||
-      metadata.max_query_len != 1 || spec.head_dim != spec.v_head_dim || spec.head_dim > 128 ||
-      qkv.dtype() != DType::kBF16 || q_out.dtype() != DType::kBF16 || out.dtype() != DType::kBF16 ||
-      k_cache.dtype() != DType::kBF16 || v_cache.dtype() != DType::kBF16)
-    return unfused();
-  auto timer = profile("qkv_norm_rope_attention", qkv.size(0));
-  std::vector<Tensor> keep;
-  LOCUS_ASSIGN_OR_RETURN(
-      cuda::QkvRopeArgs a,
-      qkv_rope_args(qkv, spec, positions, rope, slot_mapping, k_cache, v_cache, q_out, keep));
-  const Status s = launch_attention(
-      q_out, k_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), v_cache.raw_data(),
-      v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), k_cache.size(2), k_cache.size(3),
-      v_cache.size(3), metadata, params.scale, params.sliding_window.value_or(0), out, &a);
-  if (s.code() == ErrorCode::kUnsupported) return unfused();
-  return s;
-}
-
 }  // namespace locus

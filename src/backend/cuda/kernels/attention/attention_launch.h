@@ -8,8 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/cuda/kernels/elementwise/elementwise_launch.h"
-
 namespace locus::cuda {
 
 // Causal attention of each new token over its sequence's cached K/V (the current step's K/V
@@ -56,13 +54,6 @@ struct PagedAttentionArgs {
   // inside the attention kernel instead of a second launch.
   int* split_counters = nullptr;
   size_t split_counter_slots = 0;
-  // Optional, decode only: the GQA step folded in (launch_qkv_norm_rope_write_kv's job). q is
-  // then ignored: each CTA normalizes and rotates its q heads from qkv->qkv itself, and the CTA
-  // whose split holds a sequence's new key writes that key and value into the caches
-  // (qkv->k_cache / v_cache / q_out are not used). The launch returns cudaErrorNotSupported
-  // unless every sequence has at most one new token (max_query_len 1), head_dim ==
-  // v_head_dim is 64 or 128, K and V are separate caches and qkv's shape fields match.
-  const QkvRopeArgs* qkv = nullptr;
 };
 
 // Scratch the launch needs (split-KV partial outputs and softmax stats), from the shape fields
@@ -72,8 +63,7 @@ size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args);
 size_t paged_attention_counter_slots(const PagedAttentionArgs& args);
 
 // Returns cudaErrorInvalidValue for unsupported shapes (head dims, strides not multiples of 8
-// elements, too-small workspace) instead of launching; cudaErrorNotSupported when args.qkv is
-// set and the fused decode path cannot take the batch (run the two steps instead).
+// elements, too-small workspace) instead of launching.
 cudaError_t launch_paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace locus::cuda

@@ -136,9 +136,10 @@ bool aligned_16(const void* p) {
 }
 
 // Shared memory the merging CTA needs: one weight per split and warp.
+// The merging CTA stages every (row, split)'s (max, sum) and each row's 1 / denominator.
 size_t merge_smem_bytes(const Plan& plan) {
-  return static_cast<size_t>(plan.warp_rows) * static_cast<size_t>(plan.warp_cols) *
-         static_cast<size_t>(plan.splits) * sizeof(float);
+  return static_cast<size_t>(plan.warp_rows) * kRowsPerWarp *
+         (2 * static_cast<size_t>(plan.splits) + 1) * sizeof(float);
 }
 
 }  // namespace
@@ -210,35 +211,11 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.sliding_window =
       a.sliding_window > 0 && a.sliding_window < INT_MAX ? static_cast<int>(a.sliding_window) : 0;
   p.num_splits = plan.splits;
-  // The merging CTA keeps one weight per split and warp in its shared memory.
   const bool fused_merge = plan.splits > 1 && a.split_counters != nullptr &&
                            plan.smem_bytes >= merge_smem_bytes(plan) &&
                            a.split_counter_slots >= static_cast<size_t>(plan.tiles) *
                                                         static_cast<size_t>(a.num_kv_heads);
   if (fused_merge) p.split_counters = a.split_counters;
-  if (a.qkv != nullptr) {
-    const QkvRopeArgs& f = *a.qkv;
-    // The f32 staging of one head per warp lives in the P tile (kRowsPerWarp x (64 + 8) bf16).
-    const bool fits =
-        plan.decode && p.tile_per_seq && a.max_query_len == 1 && plan.exact && a.head_dim <= 128 &&
-        !plan.v_in_k && f.qkv != nullptr && f.qkv_stride % 8 == 0 && f.positions != nullptr &&
-        f.inv_freq != nullptr && f.slot_mapping != nullptr && f.num_heads == a.num_q_heads &&
-        f.num_kv_heads == a.num_kv_heads && f.head_dim == a.head_dim &&
-        f.v_head_dim == a.v_head_dim && f.tokens == a.num_tokens && f.rotary_dim >= 2 &&
-        f.rotary_dim % 2 == 0 && f.rotary_dim <= a.head_dim && aligned_16(f.qkv);
-    if (!fits) return cudaErrorNotSupported;
-    p.fused.qkv = f.qkv;
-    p.fused.qkv_stride = f.qkv_stride;
-    p.fused.q_norm = f.q_norm;
-    p.fused.k_norm = f.k_norm;
-    p.fused.eps = f.eps;
-    p.fused.positions = f.positions;
-    p.fused.inv_freq = f.inv_freq;
-    p.fused.rotary_dim = f.rotary_dim;
-    p.fused.attention_factor = f.attention_factor;
-    p.fused.neox = f.neox;
-    p.fused.slot_mapping = f.slot_mapping;
-  }
 
   cudaError_t err = cudaSuccess;
   switch (plan.head_dim_cap) {

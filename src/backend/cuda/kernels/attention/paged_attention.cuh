@@ -38,7 +38,6 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
-#include "backend/cuda/kernels/elementwise/norm_rope_head.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
@@ -249,67 +248,24 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   pdl_wait();  // q, the new keys, the outputs and the split workspace belong to this step
 
   // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
-  if (p.fused.qkv != nullptr) {
-    // Decode with the GQA step folded in (host-checked: one new token, exact head dims <= 128,
-    // separate K and V). Warp w normalizes and rotates rows w, w + kWarps, ... (q heads of this
-    // kv head) into s_q through an f32 staging row in the (still unused) P tile.
-    const auto& f = p.fused;
-    const bf16* qkv_row =
-        static_cast<const bf16*>(f.qkv) + static_cast<int64_t>(q_begin) * f.qkv_stride;
-    const float pos = static_cast<float>(f.positions[q_begin]);
-    float* buf = reinterpret_cast<float*>(s_p) + warp * kHeadDimCap;
-    for (int r = warp; r < kRows; r += kWarps) {
-      if (r < row_hi) {
-        const int64_t head = static_cast<int64_t>(kv_head) * group + r;
-        norm_rope_head(qkv_row + head * kHeadDimCap, f.q_norm, f.eps, kHeadDimCap, pos, f.inv_freq,
-                       f.rotary_dim, f.attention_factor, f.neox, buf, s_q + r * k_stride, lane);
-      } else {
-        for (int c = lane; c < kHeadDimCap; c += 32)
-          s_q[r * k_stride + c] = __float2bfloat16_rn(0.0f);
-      }
+  const int chunks = d_pad / 8;
+  for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
+    const int r = idx / chunks;
+    const int c = idx - r * chunks;
+    const int row = row_lo + r;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (row < row_hi && c * 8 < head_dim) {
+      const int64_t token = q_begin + row / group;
+      const int64_t head = static_cast<int64_t>(kv_head) * group + row % group;
+      val = *reinterpret_cast<const uint4*>(q + token * p.q_token_stride + head * p.q_head_stride +
+                                            c * 8);
     }
-    // The split that holds the new key (the last KV tile) writes it and its value into the
-    // caches; its tile loop loads that row after the barrier below.
-    const int last_tile = num_kv_tiles - 1;
-    const int64_t slot = f.slot_mapping[q_begin];
-    if (tile_begin <= last_tile && last_tile < tile_end && slot >= 0 && warp < 2) {
-      const int64_t block = slot / p.block_size, offset = slot % p.block_size;
-      const int hq = p.num_q_heads, hk = gridDim.y;
-      if (warp == 0) {
-        bf16* dst = const_cast<bf16*>(k_cache) + block * p.k_block_stride +
-                    offset * p.k_token_stride + k_head_offset;
-        norm_rope_head(qkv_row + static_cast<int64_t>(hq + kv_head) * kHeadDimCap, f.k_norm, f.eps,
-                       kHeadDimCap, pos, f.inv_freq, f.rotary_dim, f.attention_factor, f.neox, buf,
-                       dst, lane);
-      } else {
-        const bf16* src = qkv_row + static_cast<int64_t>(hq + hk) * kHeadDimCap +
-                          static_cast<int64_t>(kv_head) * kVHeadDimCap;
-        bf16* dst = const_cast<bf16*>(v_cache) + block * p.v_block_stride +
-                    offset * p.v_token_stride + v_head_offset;
-        for (int c = lane; c < kVHeadDimCap; c += 32)
-          dst[c] = src[c];
-      }
-    }
-  } else {
-    const int chunks = d_pad / 8;
-    for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
-      const int r = idx / chunks;
-      const int c = idx - r * chunks;
-      const int row = row_lo + r;
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (row < row_hi && c * 8 < head_dim) {
-        const int64_t token = q_begin + row / group;
-        const int64_t head = static_cast<int64_t>(kv_head) * group + row % group;
-        val = *reinterpret_cast<const uint4*>(q + token * p.q_token_stride +
-                                              head * p.q_head_stride + c * 8);
-      }
-      *reinterpret_cast<uint4*>(s_q + r * k_stride + c * 8) = val;
-    }
-    // K pad columns (head_dim % 16 == 8) stay zero: tile loads never write them.
-    if (head_dim < d_pad) {
-      for (int r = tid; r < kKvTile; r += kThreads)
-        *reinterpret_cast<uint4*>(s_k + r * k_stride + head_dim) = make_uint4(0, 0, 0, 0);
-    }
+    *reinterpret_cast<uint4*>(s_q + r * k_stride + c * 8) = val;
+  }
+  // K pad columns (head_dim % 16 == 8) stay zero: tile loads never write them.
+  if (head_dim < d_pad) {
+    for (int r = tid; r < kKvTile; r += kThreads)
+      *reinterpret_cast<uint4*>(s_k + r * k_stride + head_dim) = make_uint4(0, 0, 0, 0);
   }
 
   // The two rows this thread holds in the mma C layout, and their visible key ranges.
@@ -521,49 +477,96 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   __syncthreads();
   if (!merge_here) return;
   __threadfence();
-  // One warp per row. The split weights are computed lane-parallel (a lane per split) and kept
-  // in shared memory (all of it is free now; the host checked it holds kWarps * num_splits
-  // floats), so no loop waits on one L2 read at a time.
-  float* weights = reinterpret_cast<float*>(smem) + warp * p.num_splits;
-  for (int row = row_lo + warp; row < row_hi; row += kWarps) {
-    const int64_t token = q_begin + row / group;
-    const int64_t out_row =
-        token * p.num_q_heads + static_cast<int64_t>(kv_head) * group + row % group;
-    const float2* stats = reinterpret_cast<const float2*>(p.partial_stats) + out_row * p.num_splits;
-    const float* partial = p.partial_out + out_row * p.num_splits * v_head_dim;
+  // Every load below is an L2 round trip that the o projection waits on, so the merge issues
+  // them in as few batches as it can: the (max, sum) of all rows and splits at once into shared
+  // memory (all of it is free now; the host checked it holds merge_smem_floats), one warp per
+  // row turns them into split weights, then every thread sums kMergeBatch splits of two
+  // (row, 4-column) items per round. Each output element still sums its splits in order.
+  const int rows_here = row_hi - row_lo;
+  const int ns = p.num_splits;
+  float2* stats_s = reinterpret_cast<float2*>(smem);              // [kRows][ns]
+  float* inv_s = reinterpret_cast<float*>(stats_s + kRows * ns);  // [kRows]
+  auto out_row_of = [&](int r) {
+    const int row = row_lo + r;
+    return (q_begin + row / group) * static_cast<int64_t>(p.num_q_heads) +
+           static_cast<int64_t>(kv_head) * group + row % group;
+  };
+  for (int i = tid; i < rows_here * ns; i += kThreads) {
+    const int r = i / ns;
+    stats_s[i] = __ldcg(reinterpret_cast<const float2*>(p.partial_stats) + out_row_of(r) * ns +
+                        (i - r * ns));
+  }
+  __syncthreads();
+  for (int r = warp; r < rows_here; r += kWarps) {
+    float2* st = stats_s + r * ns;
     float m = -INFINITY;
-    for (int s = lane; s < p.num_splits; s += 32) {
-      const float2 st = __ldcg(stats + s);
-      if (st.y > 0.0f) m = fmaxf(m, st.x);
-    }
+    for (int s = lane; s < ns; s += 32)
+      if (st[s].y > 0.0f) m = fmaxf(m, st[s].x);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float denom = 0.0f;
-    for (int s = lane; s < p.num_splits; s += 32) {
-      const float2 st = __ldcg(stats + s);
-      const float w = st.y > 0.0f ? exp2f(st.x - m) : 0.0f;
-      weights[s] = w;
-      denom += w * st.y;
+    for (int s = lane; s < ns; s += 32) {
+      const float w = st[s].y > 0.0f ? exp2f(st[s].x - m) : 0.0f;
+      denom += w * st[s].y;
+      st[s].x = w;  // the split's weight replaces its max (this lane's slot only)
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
       denom += __shfl_xor_sync(0xffffffffu, denom, o);
-    __syncwarp();
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-    bf16* dst = static_cast<bf16*>(p.out) + out_row * v_head_dim;
-    for (int c = lane * 2; c < v_head_dim; c += 64) {
-      float2 acc = make_float2(0.0f, 0.0f);
-#pragma unroll 8
-      for (int s = 0; s < p.num_splits; ++s) {
-        const float w = weights[s];  // 0 for an empty split, whose partial is all zeros
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(partial + s * v_head_dim + c));
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-      }
-      *reinterpret_cast<uint32_t*>(dst + c) = pack_bf16x2(acc.x * inv, acc.y * inv);
+    if (lane == 0) inv_s[r] = denom > 0.0f ? 1.0f / denom : 0.0f;
+  }
+  __syncthreads();
+  constexpr int kMergeBatch = 8;
+  const int col4 = v_head_dim / 4;
+  const int items = rows_here * col4;
+  for (int i0 = tid; i0 < items; i0 += 2 * kThreads) {
+    int item[2] = {i0, i0 + kThreads};
+    const float* src[2];
+    float4 acc[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int it = item[k] < items ? item[k] : i0;  // a duplicate of item 0, never stored
+      const int r = it / col4;
+      src[k] = p.partial_out + out_row_of(r) * ns * v_head_dim + (it - r * col4) * 4;
+      item[k] = item[k] < items ? r : -1;
+      acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    __syncwarp();  // the warp's next row rewrites its weights
+    for (int s0 = 0; s0 < ns; s0 += kMergeBatch) {
+      float4 v[2][kMergeBatch];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u)
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+          v[k][u] = s0 + u < ns ? __ldcg(reinterpret_cast<const float4*>(
+                                      src[k] + static_cast<int64_t>(s0 + u) * v_head_dim))
+                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        if (s0 + u >= ns) break;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          // 0 for an empty split, whose partial is all zeros
+          const float w = stats_s[(item[k] < 0 ? 0 : item[k]) * ns + s0 + u].x;
+          acc[k].x += w * v[k][u].x;
+          acc[k].y += w * v[k][u].y;
+          acc[k].z += w * v[k][u].z;
+          acc[k].w += w * v[k][u].w;
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (item[k] < 0) continue;
+      const int r = item[k];
+      const float inv = inv_s[r];
+      const int c = ((k == 0 ? i0 : i0 + kThreads) - r * col4) * 4;
+      bf16* dst = static_cast<bf16*>(p.out) + out_row_of(r) * v_head_dim + c;
+      uint2 packed;
+      packed.x = pack_bf16x2(acc[k].x * inv, acc[k].y * inv);
+      packed.y = pack_bf16x2(acc[k].z * inv, acc[k].w * inv);
+      *reinterpret_cast<uint2*>(dst) = packed;
+    }
   }
 }
 

@@ -38,22 +38,6 @@ struct TileParams {
   bool tile_per_seq = false;
   // The KV rows older than the step are loaded before pdl_wait (LOCUS_CUDA_ATTN_PRELOAD=0: after).
   bool preload_old_kv = true;
-  // Decode with the GQA step folded in (PagedAttentionArgs::qkv): q/k-norm + rope of q from the
-  // QKV projection's output, and the new key and value written into the caches by the CTA
-  // whose split holds them; q is never written to memory.
-  struct FusedQkv {
-    const void* qkv = nullptr;  // bf16 [tokens, qkv_stride]: q heads, k heads, v heads
-    int64_t qkv_stride = 0;
-    const float* q_norm = nullptr;  // per-head weights, or null (no norm)
-    const float* k_norm = nullptr;
-    float eps = 0.0f;
-    const int32_t* positions = nullptr;
-    const float* inv_freq = nullptr;
-    int rotary_dim = 0;
-    float attention_factor = 1.0f;
-    bool neox = true;
-    const int64_t* slot_mapping = nullptr;
-  } fused;
   int num_q_heads = 0;
   int group = 1;  // q heads per kv head
   int head_dim = 0;
