@@ -56,7 +56,7 @@ struct PagedAttentionArgs {
   size_t split_counter_slots = 0;
 };
 
-// Scratch the launch needs (split-KV partial outputs and softmax stats), from the shape fields
+// Scratch the launch needs (split-KV partial outputs and log-sum-exps), from the shape fields
 // and the two upper bounds only.
 size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args);
 // The split counters the launch would use (0 when it does not split).

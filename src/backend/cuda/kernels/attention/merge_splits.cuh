@@ -1,57 +1,74 @@
-// Combines the split-KV partials of paged attention into the bf16 output: one CTA per
-// (token, q head). Included only by paged_attention.cu.
+// Combining the split-KV partials of paged attention into the bf16 output: the arithmetic that
+// the last split CTA of the attention kernel and merge_splits_kernel (paged_attention.cu, when
+// no counters are given) share. Included only by the attention kernels.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
 
-// partial_out f32 [rows, splits, v_head_dim] holds each split's unnormalized sum of p * v;
-// partial_stats [rows, splits, 2] its (max in log2 units, sum of p). Splits that saw no visible
-// key carry sum 0 and are skipped (their weight would be exp2(-inf)); out = sum_s w_s o_s /
-// sum_s w_s l_s with w_s = exp2(max_s - max).
-__global__ void merge_splits_kernel(const float* partial_out, const float* partial_stats,
-                                    int num_splits, int v_head_dim, __nv_bfloat16* out) {
-  pdl_launch_dependents();
-  const int64_t row = blockIdx.x;
-  const float2* stats = reinterpret_cast<const float2*>(partial_stats) + row * num_splits;
-  const float* partial = partial_out + row * num_splits * v_head_dim;
-  float m = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) {
-    const float2 st = stats[s];
-    if (st.y > 0.0f) m = fmaxf(m, st.x);
-  }
-  float denom = 0.0f;
-  for (int s = 0; s < num_splits; ++s) {
-    const float2 st = stats[s];
-    if (st.y > 0.0f) denom += exp2f(st.x - m) * st.y;
-  }
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  __nv_bfloat16* dst = out + row * v_head_dim;
-  for (int c = threadIdx.x; c < v_head_dim / 4; c += blockDim.x) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < num_splits; ++s) {
-      const float2 st = stats[s];
-      if (st.y > 0.0f) {
-        const float w = exp2f(st.x - m);
-        const float4 v = reinterpret_cast<const float4*>(partial + s * v_head_dim)[c];
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-        acc.z += w * v.z;
-        acc.w += w * v.w;
+// Partials, per (row, split): the split's output already normalized by its own softmax sum, in
+// bf16 (partial_out [rows, splits, v_head_dim]), and its log-sum-exp in log2 units (partial_lse
+// [rows, splits]; -inf and an all-zero output for a split that saw no visible key). Then
+// out = sum_s w_s o_s / sum_s w_s with w_s = exp2(lse_s - max lse). Half the bytes of f32
+// unnormalized partials, so that one round of loads covers all splits of a decode row: the
+// merge sits on the critical path of every decode step, and each dependent L2 round trip there
+// costs about a microsecond while the next kernel streams its weights.
+constexpr int kMergeBatch = 24;  // splits whose loads are in flight together (5 registers each)
+
+// Merges output columns [c, c + 8) of one row from splits [0, live); `partial` points at the
+// row's split 0, column c, `lse` at the row's split 0. Splits past kMergeBatch fold in with an
+// online rescale, so any count works.
+__device__ __forceinline__ uint4 merge_split_columns(const __nv_bfloat16* partial,
+                                                     int64_t split_stride, const float* lse,
+                                                     int live) {
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  float m = -INFINITY, denom = 0.0f;
+  for (int s0 = 0; s0 < live; s0 += kMergeBatch) {
+    uint4 v[kMergeBatch];
+    float l[kMergeBatch];
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const bool in = s0 + u < live;
+      l[u] = in ? __ldcg(lse + s0 + u) : -INFINITY;
+      v[u] = in ? __ldcg(reinterpret_cast<const uint4*>(partial + (s0 + u) * split_stride))
+                : make_uint4(0, 0, 0, 0);
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u)
+      m_new = fmaxf(m_new, l[u]);
+    if (m_new == -INFINITY) continue;        // no visible key yet
+    const float rescale = exp2f(m - m_new);  // 0 while m is -inf
+    denom *= rescale;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      acc[j] *= rescale;
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const float w = exp2f(l[u] - m_new);  // 0 for an empty split (and past `live`)
+      denom += w;
+      const uint32_t words[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[j]));
+        acc[2 * j] += w * f.x;
+        acc[2 * j + 1] += w * f.y;
       }
     }
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-    reinterpret_cast<uint2*>(dst)[c] = packed;
+    m = m_new;
   }
+  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(acc[2 * j] * inv, acc[2 * j + 1] * inv);
+    out[j] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 }  // namespace locus::cuda::attention

@@ -7,6 +7,7 @@
 #include "backend/cuda/kernels/attention/attention_launch.h"
 #include "backend/cuda/kernels/attention/merge_splits.cuh"
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda {
 namespace {
@@ -111,8 +112,8 @@ Plan make_plan(const PagedAttentionArgs& a) {
   plan.smem_bytes = attention::tile_smem_bytes(plan.warp_rows, plan.warp_cols, d, dv, plan.v_in_k);
   if (plan.splits > 1) {
     plan.workspace_bytes = static_cast<size_t>(a.num_tokens) * static_cast<size_t>(a.num_q_heads) *
-                           static_cast<size_t>(plan.splits) * static_cast<size_t>(dv + 2) *
-                           sizeof(float);
+                           static_cast<size_t>(plan.splits) *
+                           (static_cast<size_t>(dv) * 2 + sizeof(float));
   }
   plan.valid = true;
   return plan;
@@ -131,15 +132,21 @@ cudaError_t launch_for_cap(const TileParams& params, const Plan& plan, cudaStrea
       params, grid, plan.smem_bytes, stream);
 }
 
-bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+// One CTA per output row (token, q head); thread i merges columns [8i, 8i + 8).
+__global__ void merge_splits_kernel(const __nv_bfloat16* partial_out, const float* partial_lse,
+                                    int num_splits, int v_head_dim, __nv_bfloat16* out) {
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  const __nv_bfloat16* partial = partial_out + row * num_splits * v_head_dim;
+  const float* lse = partial_lse + row * num_splits;
+  for (int c = threadIdx.x * 8; c < v_head_dim; c += blockDim.x * 8) {
+    *reinterpret_cast<uint4*>(out + row * v_head_dim + c) =
+        attention::merge_split_columns(partial + c, v_head_dim, lse, num_splits);
+  }
 }
 
-// Shared memory the merging CTA needs: one weight per split and warp.
-// The merging CTA stages every (row, split)'s (max, sum) and each row's 1 / denominator.
-size_t merge_smem_bytes(const Plan& plan) {
-  return static_cast<size_t>(plan.warp_rows) * kRowsPerWarp *
-         (2 * static_cast<size_t>(plan.splits) + 1) * sizeof(float);
+bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace
@@ -151,7 +158,7 @@ size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
 
 size_t paged_attention_counter_slots(const PagedAttentionArgs& args) {
   const Plan plan = make_plan(args);
-  if (!plan.valid || plan.splits == 1 || plan.smem_bytes < merge_smem_bytes(plan)) return 0;
+  if (!plan.valid || plan.splits == 1) return 0;
   return static_cast<size_t>(plan.tiles) * static_cast<size_t>(args.num_kv_heads);
 }
 
@@ -182,12 +189,12 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.v_head_stride = a.v_head_stride;
   p.v_in_k = plan.v_in_k;
   p.out = a.out;
-  const size_t partial_floats =
+  const size_t partial_values =
       static_cast<size_t>(a.num_tokens) * static_cast<size_t>(a.num_q_heads) *
       static_cast<size_t>(plan.splits) * static_cast<size_t>(a.v_head_dim);
-  if (plan.splits > 1) {
-    p.partial_out = static_cast<float*>(a.workspace);
-    p.partial_stats = p.partial_out + partial_floats;
+  if (plan.splits > 1) {  // bf16 outputs (16-byte rows), then the f32 log-sum-exps
+    p.partial_out = a.workspace;
+    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partial_values * 2);
   }
   p.query_start_loc = a.query_start_loc;
   p.seq_lens = a.seq_lens;
@@ -212,7 +219,6 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
       a.sliding_window > 0 && a.sliding_window < INT_MAX ? static_cast<int>(a.sliding_window) : 0;
   p.num_splits = plan.splits;
   const bool fused_merge = plan.splits > 1 && a.split_counters != nullptr &&
-                           plan.smem_bytes >= merge_smem_bytes(plan) &&
                            a.split_counter_slots >= static_cast<size_t>(plan.tiles) *
                                                         static_cast<size_t>(a.num_kv_heads);
   if (fused_merge) p.split_counters = a.split_counters;
@@ -240,8 +246,8 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   if (err != cudaSuccess || plan.splits == 1 || fused_merge) return err;
 
   const int64_t rows = static_cast<int64_t>(a.num_tokens) * a.num_q_heads;
-  attention::merge_splits_kernel<<<static_cast<unsigned>(rows), 64, 0, stream>>>(
-      p.partial_out, p.partial_stats, plan.splits, a.v_head_dim,
+  merge_splits_kernel<<<static_cast<unsigned>(rows), 64, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(p.partial_out), p.partial_lse, plan.splits, a.v_head_dim,
       static_cast<__nv_bfloat16*>(a.out));
   return cudaGetLastError();
 }

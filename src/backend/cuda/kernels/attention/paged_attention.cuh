@@ -22,10 +22,10 @@
 //    ldmatrix from shared memory (Q once, K and V per tile, P written back as bf16).
 //  - Online softmax in the log2 domain (scores prescaled by scale * log2 e, exp2f); per-warp row
 //    maxima and sums combined across the kWarpCols warps through shared memory.
-//  - Split-KV (flash-decoding): grid.z splits the key range into equal runs of whole tiles. With
-//    one split the CTA writes normalized bf16 output; otherwise unnormalized f32 partials plus
-//    (max, sum) per row and split go to the workspace, every (row, split) written even when the
-//    split is empty (sum 0); the last split CTA of each (row tile, kv head) to finish merges
+//  - Split-KV (flash-decoding): grid.z splits the key range into runs of whole tiles. With one
+//    split the CTA writes the bf16 output; otherwise each split's normalized bf16 output and
+//    its log-sum-exp go to the workspace, every (row, split) written even when the split is
+//    empty (lse -inf, zeros); the last split CTA of each (row tile, kv head) to finish merges
 //    them (split_counters), or merge_splits_kernel does when no counters are given.
 //  - Head dims: kHeadDimCap / kVHeadDimCap bound the register arrays; kExact = dims equal the
 //    caps (compile-time loop bounds), otherwise run-time dims (multiples of 8) are padded to 16
@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/attention/merge_splits.cuh"
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
 #include "backend/cuda/kernels/pdl.cuh"
 
@@ -220,9 +221,18 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   const int first_pos = history + row_lo / group;
   const int kv_first = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int num_kv_tiles = (kv_last - kv_first + kKvTile) / kKvTile;
-  const int per_split = (num_kv_tiles + p.num_splits - 1) / p.num_splits;
-  const int tile_begin = static_cast<int>(blockIdx.z) * per_split;
-  const int tile_end = min(num_kv_tiles, tile_begin + per_split);
+  // Split z takes tile z while there are no more tiles than splits (the merge then reads only
+  // the first num_kv_tiles splits); otherwise floor or ceil of tiles / splits, the longer ones
+  // first, since the last split also loads the newest key after the wait.
+  int tile_begin, tile_end;
+  if (num_kv_tiles <= p.num_splits) {
+    tile_begin = min(static_cast<int>(blockIdx.z), num_kv_tiles);
+    tile_end = min(static_cast<int>(blockIdx.z) + 1, num_kv_tiles);
+  } else {
+    const int64_t after = p.num_splits - static_cast<int>(blockIdx.z);
+    tile_begin = num_kv_tiles - static_cast<int>(after * num_kv_tiles / p.num_splits);
+    tile_end = num_kv_tiles - static_cast<int>((after - 1) * num_kv_tiles / p.num_splits);
+  }
 
   const int32_t* block_table = p.block_table + seq * p.block_table_stride;
   const int64_t k_head_offset = static_cast<int64_t>(kv_head) * p.k_head_stride;
@@ -448,17 +458,18 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
       }
     } else {
       const int64_t split_row = out_row * p.num_splits + blockIdx.z;
-      float* dst = p.partial_out + split_row * v_head_dim;
+      const float inv = l_run[h] > 0.0f ? 1.0f / l_run[h] : 0.0f;  // an empty split writes 0s
+      bf16* dst = static_cast<bf16*>(p.partial_out) + split_row * v_head_dim;
 #pragma unroll
       for (int j = 0; j < kOTiles; ++j) {
         const int col = o_col0 + j * 8 + (lane & 3) * 2;
-        if (kExact || col < v_head_dim)
-          *reinterpret_cast<float2*>(dst + col) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
+        if (kExact || col < v_head_dim) {
+          *reinterpret_cast<uint32_t*>(dst + col) =
+              pack_bf16x2(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+        }
       }
-      if (warp_col == 0 && (lane & 3) == 0) {
-        *reinterpret_cast<float2*>(p.partial_stats + split_row * 2) =
-            make_float2(m_run[h], l_run[h]);
-      }
+      if (warp_col == 0 && (lane & 3) == 0)
+        p.partial_lse[split_row] = l_run[h] > 0.0f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
     }
   }
   if (p.num_splits == 1 || p.split_counters == nullptr) return;
@@ -477,96 +488,20 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   __syncthreads();
   if (!merge_here) return;
   __threadfence();
-  // Every load below is an L2 round trip that the o projection waits on, so the merge issues
-  // them in as few batches as it can: the (max, sum) of all rows and splits at once into shared
-  // memory (all of it is free now; the host checked it holds merge_smem_floats), one warp per
-  // row turns them into split weights, then every thread sums kMergeBatch splits of two
-  // (row, 4-column) items per round. Each output element still sums its splits in order.
-  const int rows_here = row_hi - row_lo;
-  const int ns = p.num_splits;
-  float2* stats_s = reinterpret_cast<float2*>(smem);              // [kRows][ns]
-  float* inv_s = reinterpret_cast<float*>(stats_s + kRows * ns);  // [kRows]
-  auto out_row_of = [&](int r) {
+  // One (row, 8 columns) output per thread and pass: all of its splits' loads go out together
+  // (merge_split_columns). Splits past the key tiles are empty and not read.
+  const int live = min(p.num_splits, num_kv_tiles);
+  const int col8 = v_head_dim / 8;
+  for (int i = tid; i < (row_hi - row_lo) * col8; i += kThreads) {
+    const int r = i / col8;
+    const int c = (i - r * col8) * 8;
     const int row = row_lo + r;
-    return (q_begin + row / group) * static_cast<int64_t>(p.num_q_heads) +
-           static_cast<int64_t>(kv_head) * group + row % group;
-  };
-  for (int i = tid; i < rows_here * ns; i += kThreads) {
-    const int r = i / ns;
-    stats_s[i] = __ldcg(reinterpret_cast<const float2*>(p.partial_stats) + out_row_of(r) * ns +
-                        (i - r * ns));
-  }
-  __syncthreads();
-  for (int r = warp; r < rows_here; r += kWarps) {
-    float2* st = stats_s + r * ns;
-    float m = -INFINITY;
-    for (int s = lane; s < ns; s += 32)
-      if (st[s].y > 0.0f) m = fmaxf(m, st[s].x);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float denom = 0.0f;
-    for (int s = lane; s < ns; s += 32) {
-      const float w = st[s].y > 0.0f ? exp2f(st[s].x - m) : 0.0f;
-      denom += w * st[s].y;
-      st[s].x = w;  // the split's weight replaces its max (this lane's slot only)
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      denom += __shfl_xor_sync(0xffffffffu, denom, o);
-    if (lane == 0) inv_s[r] = denom > 0.0f ? 1.0f / denom : 0.0f;
-  }
-  __syncthreads();
-  constexpr int kMergeBatch = 8;
-  const int col4 = v_head_dim / 4;
-  const int items = rows_here * col4;
-  for (int i0 = tid; i0 < items; i0 += 2 * kThreads) {
-    int item[2] = {i0, i0 + kThreads};
-    const float* src[2];
-    float4 acc[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int it = item[k] < items ? item[k] : i0;  // a duplicate of item 0, never stored
-      const int r = it / col4;
-      src[k] = p.partial_out + out_row_of(r) * ns * v_head_dim + (it - r * col4) * 4;
-      item[k] = item[k] < items ? r : -1;
-      acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    for (int s0 = 0; s0 < ns; s0 += kMergeBatch) {
-      float4 v[2][kMergeBatch];
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u)
-#pragma unroll
-        for (int k = 0; k < 2; ++k)
-          v[k][u] = s0 + u < ns ? __ldcg(reinterpret_cast<const float4*>(
-                                      src[k] + static_cast<int64_t>(s0 + u) * v_head_dim))
-                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        if (s0 + u >= ns) break;
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          // 0 for an empty split, whose partial is all zeros
-          const float w = stats_s[(item[k] < 0 ? 0 : item[k]) * ns + s0 + u].x;
-          acc[k].x += w * v[k][u].x;
-          acc[k].y += w * v[k][u].y;
-          acc[k].z += w * v[k][u].z;
-          acc[k].w += w * v[k][u].w;
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if (item[k] < 0) continue;
-      const int r = item[k];
-      const float inv = inv_s[r];
-      const int c = ((k == 0 ? i0 : i0 + kThreads) - r * col4) * 4;
-      bf16* dst = static_cast<bf16*>(p.out) + out_row_of(r) * v_head_dim + c;
-      uint2 packed;
-      packed.x = pack_bf16x2(acc[k].x * inv, acc[k].y * inv);
-      packed.y = pack_bf16x2(acc[k].z * inv, acc[k].w * inv);
-      *reinterpret_cast<uint2*>(dst) = packed;
-    }
+    const int64_t out_row = (q_begin + row / group) * static_cast<int64_t>(p.num_q_heads) +
+                            static_cast<int64_t>(kv_head) * group + row % group;
+    const bf16* partial =
+        static_cast<const bf16*>(p.partial_out) + out_row * p.num_splits * v_head_dim + c;
+    *reinterpret_cast<uint4*>(static_cast<bf16*>(p.out) + out_row * v_head_dim + c) =
+        merge_split_columns(partial, v_head_dim, p.partial_lse + out_row * p.num_splits, live);
   }
 }
 

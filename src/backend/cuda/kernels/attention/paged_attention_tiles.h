@@ -24,10 +24,10 @@ struct TileParams {
   int64_t v_block_stride = 0, v_token_stride = 0, v_head_stride = 0;
   bool v_in_k = false;  // V is the first v_head_dim dims of the K rows: read K only
   void* out = nullptr;  // bf16 [tokens, q_heads, v_head_dim]
-  // num_splits > 1: unnormalized partial outputs f32 [tokens, q_heads, splits, v_head_dim] and
-  // (max in log2 units, sum) per [tokens, q_heads, splits], merged by merge_splits_kernel.
-  float* partial_out = nullptr;
-  float* partial_stats = nullptr;
+  // num_splits > 1: each split's normalized output, bf16 [tokens, q_heads, splits, v_head_dim],
+  // and its log-sum-exp in log2 units, f32 [tokens, q_heads, splits] (merge_splits.cuh).
+  void* partial_out = nullptr;
+  float* partial_lse = nullptr;
   const int32_t* query_start_loc = nullptr;
   const int32_t* seq_lens = nullptr;
   const int32_t* block_table = nullptr;
