@@ -11,6 +11,11 @@ p = argparse.ArgumentParser()
 p.add_argument("csv")
 p.add_argument("--step-gap-us", type=float, default=40.0)
 p.add_argument("--top", type=int, default=30)
+p.add_argument("--window", type=int, nargs=2, metavar=("FIRST", "COUNT"),
+               help="also list kernels FIRST..FIRST+COUNT-1 of a step one by one (medians over "
+                    "steps): start relative to the step, gap after the previous kernel's end, "
+                    "duration, +end; tells apart kernels that share a name (the QKV and o "
+                    "projections)")
 a = p.parse_args()
 
 rows = []
@@ -76,3 +81,19 @@ for (name, grid), e in sorted(agg.items(), key=lambda kv: -kv[1][1])[: a.top]:
     print(f"{name:70s} {grid:6d} {e[0]/n:6.1f} {e[1]/e[0]:8.2f} {e[1]/n:8.1f} {gap:7.2f}"
           f" {e[4]/e[0]:8.2f}")
 print(f"sum of gaps per step {sum(e[2] for e in agg.values())/n:.1f} us")
+if a.window:
+    first, count = a.window
+    print(f"\n{'#':>4s} {'kernel':60s} {'start us':>9s} {'gap us':>7s} {'dur us':>7s} {'+end us':>8s}")
+    for i in range(first, min(first + count, common)):
+        starts, gaps, durs, ends = [], [], [], []
+        for s in steps:
+            t0 = s[0][0]
+            max_end = max(r[1] for r in s[:i]) if i > 0 else t0
+            r = s[i]
+            starts.append((r[0] - t0) / 1e3)
+            gaps.append((r[0] - s[i - 1][1]) / 1e3 if i > 0 else 0.0)
+            durs.append((r[1] - r[0]) / 1e3)
+            ends.append((r[1] - max_end) / 1e3)
+        med = statistics.median
+        print(f"{i:4d} {short(steps[0][i][4])[:60]:60s} {med(starts):9.2f} {med(gaps):7.2f}"
+              f" {med(durs):7.2f} {med(ends):8.2f}")

@@ -17,21 +17,20 @@ namespace locus::cuda::attention {
 // unnormalized partials, so that one round of loads covers all splits of a decode row: the
 // merge sits on the critical path of every decode step, and each dependent L2 round trip there
 // costs about a microsecond while the next kernel streams its weights.
-constexpr int kMergeBatch = 24;  // splits whose loads are in flight together (5 registers each)
-
 // Merges output columns [c, c + 8) of one row from splits [0, live); `partial` points at the
-// row's split 0, column c, `lse` at the row's split 0. Splits past kMergeBatch fold in with an
-// online rescale, so any count works.
+// row's split 0, column c, `lse` at the row's split 0. kBatch splits' loads are in flight
+// together (5 registers each); later batches fold in with an online rescale, so any count works.
+template <int kBatch>
 __device__ __forceinline__ uint4 merge_split_columns(const __nv_bfloat16* partial,
                                                      int64_t split_stride, const float* lse,
                                                      int live) {
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, denom = 0.0f;
-  for (int s0 = 0; s0 < live; s0 += kMergeBatch) {
-    uint4 v[kMergeBatch];
-    float l[kMergeBatch];
+  for (int s0 = 0; s0 < live; s0 += kBatch) {
+    uint4 v[kBatch];
+    float l[kBatch];
 #pragma unroll
-    for (int u = 0; u < kMergeBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       const bool in = s0 + u < live;
       l[u] = in ? __ldcg(lse + s0 + u) : -INFINITY;
       v[u] = in ? __ldcg(reinterpret_cast<const uint4*>(partial + (s0 + u) * split_stride))
@@ -39,7 +38,7 @@ __device__ __forceinline__ uint4 merge_split_columns(const __nv_bfloat16* partia
     }
     float m_new = m;
 #pragma unroll
-    for (int u = 0; u < kMergeBatch; ++u)
+    for (int u = 0; u < kBatch; ++u)
       m_new = fmaxf(m_new, l[u]);
     if (m_new == -INFINITY) continue;        // no visible key yet
     const float rescale = exp2f(m - m_new);  // 0 while m is -inf
@@ -48,7 +47,7 @@ __device__ __forceinline__ uint4 merge_split_columns(const __nv_bfloat16* partia
     for (int j = 0; j < 8; ++j)
       acc[j] *= rescale;
 #pragma unroll
-    for (int u = 0; u < kMergeBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       const float w = exp2f(l[u] - m_new);  // 0 for an empty split (and past `live`)
       denom += w;
       const uint32_t words[4] = {v[u].x, v[u].y, v[u].z, v[u].w};

@@ -141,7 +141,7 @@ __global__ void merge_splits_kernel(const __nv_bfloat16* partial_out, const floa
   const float* lse = partial_lse + row * num_splits;
   for (int c = threadIdx.x * 8; c < v_head_dim; c += blockDim.x * 8) {
     *reinterpret_cast<uint4*>(out + row * v_head_dim + c) =
-        attention::merge_split_columns(partial + c, v_head_dim, lse, num_splits);
+        attention::merge_split_columns<16>(partial + c, v_head_dim, lse, num_splits);
   }
 }
 
