@@ -241,47 +241,37 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   // ---- before pdl_wait: the first KV tile's keys that predate this step ----
   // Keys below `history` were written by earlier steps and the sequence metadata by the host
   // before the step began, so with PDL their loads overlap the kernels still producing q and
-  // the new keys. At decode that is every key but the newest. The first tile's rows are
-  // [0, early_rows) such keys, [early_rows, live_rows) this step's keys, and past live_rows
-  // no key at all (zero-filled, which needs nothing from the step either).
+  // the new keys. At decode that is every key but the newest: it alone is loaded after the wait.
   const int first_j0 = kv_first + tile_begin * kKvTile;
-  const bool has_tiles = tile_begin < tile_end;
-  const int live_rows = has_tiles ? max(0, min(kKvTile, kv_last - first_j0 + 1)) : 0;
   const int early_rows =
-      p.preload_old_kv && has_tiles ? max(0, min(live_rows, history - first_j0)) : 0;
-  auto load_first_tile = [&](int r_begin, int r_end) {
+      p.preload_old_kv && tile_begin < tile_end ? max(0, min(kKvTile, history - first_j0)) : 0;
+  if (early_rows > 0) {
     load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset, block_table,
-                           p.block_size, head_dim, first_j0, kv_last, s_k, k_stride, r_begin,
-                           r_end);
+                           p.block_size, head_dim, first_j0, kv_last, s_k, k_stride, 0, early_rows);
     if (!p.v_in_k) {
       load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
                              block_table, p.block_size, v_head_dim, first_j0, kv_last, s_v,
-                             v_stride, r_begin, r_end);
+                             v_stride, 0, early_rows);
     }
-  };
-  if (p.preload_old_kv && has_tiles) {
-    load_first_tile(0, early_rows);
-    load_first_tile(live_rows, kKvTile);
     cp_async_commit();
   }
   pdl_wait();  // q, the new keys, the outputs and the split workspace belong to this step
 
-  // ---- one round trip after the wait: the first tile's new keys and the Q tile ----
-  if (has_tiles)
-    load_first_tile(p.preload_old_kv ? early_rows : 0, p.preload_old_kv ? live_rows : kKvTile);
-  const int chunks = d_pad / 8;  // Q rows past the sequence and pad columns are zero-filled
+  // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
+  const int chunks = d_pad / 8;
   for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
     const int r = idx / chunks;
     const int c = idx - r * chunks;
     const int row = row_lo + r;
-    const bool real = row < row_hi && c * 8 < head_dim;
-    const int64_t token = q_begin + (real ? row / group : 0);
-    const int64_t head = static_cast<int64_t>(kv_head) * group + (real ? row % group : 0);
-    cp_async_16(s_q + r * k_stride + c * 8,
-                q + token * p.q_token_stride + head * p.q_head_stride + (real ? c * 8 : 0),
-                real ? 16 : 0);
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (row < row_hi && c * 8 < head_dim) {
+      const int64_t token = q_begin + row / group;
+      const int64_t head = static_cast<int64_t>(kv_head) * group + row % group;
+      val = *reinterpret_cast<const uint4*>(q + token * p.q_token_stride + head * p.q_head_stride +
+                                            c * 8);
+    }
+    *reinterpret_cast<uint4*>(s_q + r * k_stride + c * 8) = val;
   }
-  cp_async_commit();
   // K pad columns (head_dim % 16 == 8) stay zero: tile loads never write them.
   if (head_dim < d_pad) {
     for (int r = tid; r < kKvTile; r += kThreads)
@@ -311,23 +301,21 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
 
   const int s_col0 = warp_col * kSCols;
   const int o_col0 = warp_col * kOCols;
-  cp_async_wait<0>();  // Q and the whole first tile
   __syncthreads();
 
   for (int kt = tile_begin; kt < tile_end; ++kt) {
     const int j0 = kv_first + kt * kKvTile;
-    if (kt != tile_begin) {
-      load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset,
-                             block_table, p.block_size, head_dim, j0, kv_last, s_k, k_stride);
-      cp_async_commit();
-      if (!p.v_in_k) {
-        load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
-                               block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride);
-      }
-      cp_async_commit();   // V's group (empty when V is in K) overlaps the QK^T below
-      cp_async_wait<1>();  // K
-      __syncthreads();
+    const int r0 = kt == tile_begin ? early_rows : 0;  // rows already in flight
+    load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset, block_table,
+                           p.block_size, head_dim, j0, kv_last, s_k, k_stride, r0);
+    cp_async_commit();
+    if (!p.v_in_k) {
+      load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
+                             block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride, r0);
     }
+    cp_async_commit();   // V's group (empty when V is in K) overlaps the QK^T below
+    cp_async_wait<1>();  // K (and the early rows of K and V)
+    __syncthreads();
 
     // ---- S = Q K^T for this warp's 16 rows x kSCols keys ----
     float s[kSTiles][4];
