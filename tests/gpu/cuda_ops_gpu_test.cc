@@ -566,13 +566,7 @@ TEST_F(CudaOps, QkvNormRopeWriteKv) {
   for (int64_t d : {64, 128}) {
     for (QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone, QkNorm::kPerLayer}) {
       for (bool neox : {true, false}) {
-        QkvSpec s;
-        s.num_heads = hq;
-        s.num_kv_heads = hk;
-        s.head_dim = d;
-        s.v_head_dim = d;
-        s.norm = norm;
-        s.eps = 1e-6f;
+        QkvSpec s = testing::make_qkv_spec(hq, hk, d, norm);
         const bool per_head = norm == QkNorm::kPerHead;
         Tensor qn, kn;
         if (norm != QkNorm::kNone) {

@@ -106,13 +106,7 @@ TEST(OpsFused, QkvNormRopeWriteKvEqualsTheOpsOneByOne) {
   for (QkNorm norm : {QkNorm::kNone, QkNorm::kPerHead, QkNorm::kPerLayer}) {
     for (RopeLayout layout : {RopeLayout::kNeox, RopeLayout::kInterleaved}) {
       SCOPED_TRACE(static_cast<int>(norm) * 10 + static_cast<int>(layout));
-      QkvSpec s;
-      s.num_heads = hq;
-      s.num_kv_heads = hk;
-      s.head_dim = d;
-      s.v_head_dim = d;
-      s.norm = norm;
-      s.eps = 1e-6f;
+      QkvSpec s = testing::make_qkv_spec(hq, hk, d, norm);
       const bool per_head = norm == QkNorm::kPerHead;
       if (norm != QkNorm::kNone) {
         s.q_norm = random_f32({per_head ? d : hq * d}, 40, 0.5f, 1.5f);
@@ -162,11 +156,7 @@ TEST(OpsFused, QkvNormRopeWriteKvEqualsTheOpsOneByOne) {
 
 TEST(OpsFused, QkvNormRopeWriteKvRejectsBadShapes) {
   CpuBackend cpu;
-  QkvSpec s;
-  s.num_heads = 4;
-  s.num_kv_heads = 2;
-  s.head_dim = 8;
-  s.v_head_dim = 8;
+  QkvSpec s = testing::make_qkv_spec(4, 2, 8);
   const RopeParams rope = rope_params(8, RopeLayout::kNeox);
   Tensor qkv = random_f32({2, s.width() - 1}, 1);
   Tensor pos = testing::from_i32({0, 1}, {2});
@@ -186,13 +176,7 @@ TEST(OpsFused, QkvNormRopeWriteKvRejectsBadShapes) {
 TEST(OpsFused, QkvNormRopeAttentionEqualsTheTwoOps) {
   CpuBackend cpu;
   const int64_t hq = 4, hk = 2, d = 16, bs = 4;
-  QkvSpec s;
-  s.num_heads = hq;
-  s.num_kv_heads = hk;
-  s.head_dim = d;
-  s.v_head_dim = d;
-  s.norm = QkNorm::kPerHead;
-  s.eps = 1e-6f;
+  QkvSpec s = testing::make_qkv_spec(hq, hk, d, QkNorm::kPerHead);
   s.q_norm = random_f32({d}, 50, 0.5f, 1.5f);
   s.k_norm = random_f32({d}, 51, 0.5f, 1.5f);
   const RopeParams rope = rope_params(d, RopeLayout::kNeox);

@@ -18,6 +18,20 @@
 
 namespace locus::testing {
 
+// A GQA step's shape (v_head_dim = head_dim, eps 1e-6) without norm weights: the tests set
+// q_norm / k_norm themselves when `norm` needs them.
+inline QkvSpec make_qkv_spec(int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                             QkNorm norm = QkNorm::kNone) {
+  QkvSpec s;
+  s.num_heads = q_heads;
+  s.num_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.v_head_dim = head_dim;
+  s.norm = norm;
+  s.eps = 1e-6f;
+  return s;
+}
+
 // Uniform values in [lo, hi) from stream `seed`; every call site passes its own seed, so each
 // tensor is fresh data and a failure reproduces exactly.
 inline Tensor random_f32(const Dims& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
