@@ -15,8 +15,9 @@ namespace locus::cuda::attention {
 // [rows, splits]; -inf and an all-zero output for a split that saw no visible key). Then
 // out = sum_s w_s o_s / sum_s w_s with w_s = exp2(lse_s - max lse). Half the bytes of f32
 // unnormalized partials, so that one round of loads covers all splits of a decode row: the
-// merge sits on the critical path of every decode step, and each dependent L2 round trip there
-// costs about a microsecond while the next kernel streams its weights.
+// merge sits on the critical path of every decode step, where each dependent L2 round trip
+// measured 0.6-1 us (docs/benchmarks.md, "The split merge of decode attention").
+
 // Merges output columns [c, c + 8) of one row from splits [0, live); `partial` points at the
 // row's split 0, column c, `lse` at the row's split 0. kBatch splits' loads are in flight
 // together (5 registers each); later batches fold in with an online rescale, so any count works.
