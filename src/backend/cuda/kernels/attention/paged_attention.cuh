@@ -39,6 +39,7 @@
 
 #include "backend/cuda/kernels/attention/merge_splits.cuh"
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
+#include "backend/cuda/kernels/attention/split_tiles.h"
 #include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
@@ -221,18 +222,9 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   const int first_pos = history + row_lo / group;
   const int kv_first = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int num_kv_tiles = (kv_last - kv_first + kKvTile) / kKvTile;
-  // Split z takes tile z while there are no more tiles than splits (the merge then reads only
-  // the first num_kv_tiles splits); otherwise floor or ceil of tiles / splits, the longer ones
-  // first, since the last split also loads the newest key after the wait.
-  int tile_begin, tile_end;
-  if (num_kv_tiles <= p.num_splits) {
-    tile_begin = min(static_cast<int>(blockIdx.z), num_kv_tiles);
-    tile_end = min(static_cast<int>(blockIdx.z) + 1, num_kv_tiles);
-  } else {
-    const int64_t after = p.num_splits - static_cast<int>(blockIdx.z);
-    tile_begin = num_kv_tiles - static_cast<int>(after * num_kv_tiles / p.num_splits);
-    tile_end = num_kv_tiles - static_cast<int>((after - 1) * num_kv_tiles / p.num_splits);
-  }
+  const TileRange split = split_tiles(num_kv_tiles, p.num_splits, static_cast<int>(blockIdx.z));
+  const int tile_begin = split.begin;
+  const int tile_end = split.end;
 
   const int32_t* block_table = p.block_table + seq * p.block_table_stride;
   const int64_t k_head_offset = static_cast<int64_t>(kv_head) * p.k_head_stride;
@@ -489,7 +481,7 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   if (!merge_here) return;
   __threadfence();
   // One (row, 8 columns) output per thread and pass: all of its splits' loads go out together
-  // (merge_split_columns). Splits past the key tiles are empty and not read.
+  // (merge_split_columns). Splits past the key tiles are empty (split_tiles) and not read.
   // Decode: 12 splits' loads per batch keep the kernel at 96 registers (24 need 168, which fits
   // 3 CTAs per SM instead of 5: batch 256 35.9 vs 34.4 ms, batch 8 10.89 vs 10.79 ms on the
   // H200; batch 1 equal). Prefill tiles rarely split: 8 keep them at 165 registers.
