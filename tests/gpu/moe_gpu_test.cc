@@ -253,6 +253,8 @@ const RouteCase kRouteCases[] = {
      cuda::MoeTopk::kGroupLimitedGreedy, 8, 3, false, 16.0f, false},
     {"sigmoid_noaux_tc_e384_k8_kimi", 384, 8, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kNoauxTc,
      1, 1, true, 2.827f, true},
+    {"sigmoid_bias_ungrouped_e256_k8_minimax", 256, 8, cuda::MoeScoring::kSigmoid,
+     cuda::MoeTopk::kNoauxTc, 1, 1, true, 1.0f, true},
     {"sigmoid_greedy_e1024_k32", 1024, 32, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kGreedy, 1, 1,
      true, 1.0f, false},
 };

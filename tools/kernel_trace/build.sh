@@ -3,6 +3,7 @@
 # and the newest kernel activity record its header defines. Usage: build.sh OUT_DIR
 set -eu
 out=${1:-.}
+mkdir -p "$out"
 here=$(dirname "$0")
 inc=""; lib=""
 for d in /usr/local/cuda/extras/CUPTI /usr/local/cuda/targets/x86_64-linux \

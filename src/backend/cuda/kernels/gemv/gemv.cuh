@@ -58,13 +58,37 @@ __device__ inline void stage_row(uint4* dst, const bf16* src, int chunks) {
     dst[c] = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(c) * 8);
 }
 
+// The pre-norm weight of a thread's first kNormPreChunks 16-byte chunks (t, t + 256, ...; k up
+// to 4096 at 256 threads), loaded before pdl_wait: it is a constant, and loading it after the
+// sums of squares would put one more dependent L2 round trip on the step's critical path.
+constexpr int kNormPreChunks = 2;
+struct NormWeights {
+  float4 w[kNormPreChunks][2];
+};
+
+__device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int k) {
+  NormWeights nw{};
+  if (pre.residual == nullptr) return nw;
+  const auto* w4 = reinterpret_cast<const float4*>(pre.weight);
+#pragma unroll
+  for (int i = 0; i < kNormPreChunks; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (c < k / 8) {
+      nw.w[i][0] = w4[c * 2];
+      nw.w[i][1] = w4[c * 2 + 1];
+    }
+  }
+  return nw;
+}
+
 // The pre-norm step as a GEMV prologue (GemvAddRmsNorm): 256 threads (`sync` is their barrier) turn
 // the M rows of residual + delta into normalized bf16 rows in xs, and CTA 0 writes residual_out and
 // normed. Thread t takes 16-byte chunks t, t + 256, ...; the sums of squares reduce by warp
 // shuffles and then over the warps in order, so at k = 2048 (one chunk per thread) every value
 // is bit-identical to add_rms_norm_vec_kernel's.
 template <int M, typename Sync>
-__device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, uint4* xs, int k, Sync sync) {
+__device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights& nw,
+                                         uint4* xs, int k, Sync sync) {
   __shared__ float partial[M][kWarps];
   const int chunks = k / 8;
   const int t = threadIdx.x;
@@ -119,9 +143,19 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, uint4* xs, i
       total += partial[m][w];
     inv[m] = rsqrtf(total / static_cast<float>(k) + pre.eps);
   }
-  for (int c = t; c < chunks; c += kWarps * 32) {  // only this thread's own chunks
-    const float4 w0 = reinterpret_cast<const float4*>(pre.weight)[c * 2];
-    const float4 w1 = reinterpret_cast<const float4*>(pre.weight)[c * 2 + 1];
+  int i = 0;
+  for (int c = t; c < chunks; c += kWarps * 32, ++i) {  // only this thread's own chunks
+    float4 w0, w1;
+    if (i == 0) {  // constant indices: nw stays in registers
+      w0 = nw.w[0][0];
+      w1 = nw.w[0][1];
+    } else if (i == 1) {
+      w0 = nw.w[1][0];
+      w1 = nw.w[1][1];
+    } else {
+      w0 = reinterpret_cast<const float4*>(pre.weight)[c * 2];
+      w1 = reinterpret_cast<const float4*>(pre.weight)[c * 2 + 1];
+    }
     const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -173,9 +207,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = lane * 8; c < chunks; c += 32 * 8)  // one prefetch per 128-byte line
         prefetch_l2(wrow[r] + c);
   }
+  const NormWeights nw = preload_norm_weight(pre, k);
   pdl_wait();
   if (pre.residual != nullptr) {
-    add_rms_norm_rows<M>(pre, xs, k, [] { __syncthreads(); });
+    add_rms_norm_rows<M>(pre, nw, xs, k, [] { __syncthreads(); });
   } else {
     for (int m = 0; m < M; ++m)
       stage_row(xs + m * chunks, x + m * x_stride, chunks);
