@@ -40,6 +40,7 @@
 #include "backend/cuda/kernels/attention/merge_splits.cuh"
 #include "backend/cuda/kernels/attention/paged_attention_tiles.h"
 #include "backend/cuda/kernels/attention/split_tiles.h"
+#include "backend/cuda/kernels/last_block.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 namespace locus::cuda::attention {
@@ -467,19 +468,11 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   if (p.num_splits == 1 || p.split_counters == nullptr) return;
 
   // ---- the last split of this (row tile, kv head) to finish merges all splits' partials ----
-  // (threadFenceReduction: publish the partials, count the finished splits; the counter goes
-  // back to 0 for the next launch, which CUDA graph replays rely on.)
-  __shared__ int merge_here;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    int* counter = p.split_counters + blockIdx.x * gridDim.y + blockIdx.y;
-    merge_here = atomicAdd(counter, 1) == p.num_splits - 1;
-    if (merge_here) *counter = 0;
-  }
-  __syncthreads();
-  if (!merge_here) return;
-  __threadfence();
+  // (last_block.cuh; the counter goes back to 0 for the next launch, which CUDA graph replays
+  // rely on.)
+  if (!last_to_arrive(p.split_counters + blockIdx.x * gridDim.y + blockIdx.y, p.num_splits,
+                      [] { __syncthreads(); }))
+    return;
   // One (row, 8 columns) output per thread and pass: all of its splits' loads go out together
   // (merge_split_columns). Splits past the key tiles are empty (split_tiles) and not read.
   // Decode: 12 splits' loads per batch keep the kernel at 96 registers (24 need 168, which fits

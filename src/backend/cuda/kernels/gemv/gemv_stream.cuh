@@ -15,6 +15,7 @@
 
 #include "backend/cuda/kernels/bulk_copy.cuh"
 #include "backend/cuda/kernels/gemv/gemv.cuh"
+#include "backend/cuda/kernels/last_block.cuh"
 #include "backend/cuda/kernels/moe/moe_route.cuh"
 
 namespace locus::cuda::gemv {
@@ -190,21 +191,15 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     }
   }
   if constexpr (kRoute) {
-    // The threadfence-reduction pattern: publish this CTA's logits, count it, and let the CTA
-    // that completes the count (it then sees every CTA's logits) do the routing.
-    __shared__ int is_last;
-    __threadfence();
-    bulk::named_sync(kConsumerWarps * 32);
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
-    bulk::named_sync(kConsumerWarps * 32);
-    if (!is_last) return;
-    __threadfence();
+    // The last CTA to finish (last_block.cuh) sees every CTA's logits and routes.
+    if (!last_to_arrive(counter, static_cast<int>(gridDim.x),
+                        [] { bulk::named_sync(kConsumerWarps * 32); }))
+      return;
     // Every stage has been consumed: its shared memory is free for the routing scratch.
     float* scratch = reinterpret_cast<float*>(s.stage0) +
                      warp * moe::route_scratch_floats(route.num_experts, route.n_group);
     for (int t = warp; t < M; t += kConsumerWarps)
       moe::route_token(route, t, scratch);
-    if (threadIdx.x == 0) *counter = 0;
   }
 }
 
