@@ -32,7 +32,7 @@ struct CpuBackendOptions {
   bool bf16_activations = false;
 };
 
-class CpuBackend final : public Ops {
+class CpuBackend : public Ops {
  public:
   explicit CpuBackend(const CpuBackendOptions& options = {});
   ~CpuBackend() override;

@@ -63,6 +63,13 @@ Status CudaGraph::replay() {
 }
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend(options));
+  LOCUS_RETURN_IF_ERROR(b->initialize());
+  return b;
+}
+
+Status CudaBackend::initialize() {
+  const CudaBackendOptions& options = options_;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -78,7 +85,6 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
     return invalid_argument(fmt::format("--gpu-memory-utilization {} must be in (0, 1]",
                                         options.gpu_memory_utilization));
   }
-  std::unique_ptr<CudaBackend> b(new CudaBackend(options));
   LOCUS_CUDA_OK("cudaSetDevice", cudaSetDevice(options.device_index));
   cudaDeviceProp prop{};
   LOCUS_CUDA_OK("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, options.device_index));
@@ -87,22 +93,21 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
         fmt::format("cuda:{} is {} (sm_{}{}); this build targets Hopper (sm_90a) and newer",
                     options.device_index, prop.name, prop.major, prop.minor));
   }
-  b->device_name_ = prop.name;
-  b->total_memory_ = prop.totalGlobalMem;
-  LOCUS_CUDA_OK("cudaStreamCreate", cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
-  b->allocator_ = std::make_shared<cuda::DeviceAllocator>(options.device_index);
-  LOCUS_ASSIGN_OR_RETURN(b->gemm_workspace_,
-                         b->do_empty({static_cast<int64_t>(kGemmWorkspaceBytes)}, DType::kU8));
+  device_name_ = prop.name;
+  total_memory_ = prop.totalGlobalMem;
+  LOCUS_CUDA_OK("cudaStreamCreate", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  allocator_ = std::make_shared<cuda::DeviceAllocator>(options.device_index);
+  LOCUS_ASSIGN_OR_RETURN(gemm_workspace_,
+                         do_empty({static_cast<int64_t>(kGemmWorkspaceBytes)}, DType::kU8));
   LOCUS_ASSIGN_OR_RETURN(
-      b->gemm_,
-      cuda::CublasGemm::create(b->stream_, b->gemm_workspace_.raw_data(), kGemmWorkspaceBytes));
+      gemm_, cuda::CublasGemm::create(stream_, gemm_workspace_.raw_data(), kGemmWorkspaceBytes));
   if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
-    b->options_.small_batch_gemv = false;
+    options_.small_batch_gemv = false;
   }
   if (const char* env = std::getenv("LOCUS_CUDA_OP_PROFILE"); env != nullptr && env[0] == '1') {
-    b->profiler_ = std::make_unique<cuda::OpProfiler>(b->stream_);
+    profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
   }
-  return b;
+  return Status::ok();
 }
 
 cuda::OpProfiler::Scope CudaBackend::profile(const char* op, int64_t rows, int64_t cols) {

@@ -55,7 +55,7 @@ class CudaGraph final : public Ops::Graph {
   cuda::OpProfiler* profiler_;
 };
 
-class CudaBackend final : public Ops {
+class CudaBackend : public Ops {
  public:
   // Fails with a clear message when no usable GPU exists (no driver, index out of range).
   static Expected<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options = {});
@@ -102,6 +102,11 @@ class CudaBackend final : public Ops {
   Status copy_into(const void* host, Tensor& dst, size_t bytes) override;
 
  protected:
+  // For subclasses that watch the ops (tests): construct, then initialize() before any use;
+  // create() is exactly that.
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+  Status initialize();
+
   Expected<Tensor> do_empty(const Dims& shape, DType dtype) override;
   Status do_fill_zero(Tensor& t) override;
   Expected<Tensor> do_to_device(const Tensor& host) override;
@@ -151,7 +156,6 @@ class CudaBackend final : public Ops {
                         std::span<const ExpertWeights> experts, Tensor& out) override;
 
  private:
-  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
   // Weights come from 256 MiB slabs (sub-allocated, 256-byte aligned) instead of one cudaMalloc
   // each: the driver rounds every allocation up to 2 MiB, which would waste a third of a
   // 3 MiB expert matrix. A slab is freed when the last tensor in it is gone.

@@ -1,6 +1,6 @@
 // One attention head's q/k-norm and rope, done by one warp: the arithmetic of the fused GQA step
-// (qkv_rope.cu) and of decode attention with that step folded in (paged_attention.cuh), kept
-// in one place so the two give bit-identical q and k.
+// (qkv_rope.cu), in its own header so that any kernel folding that step in (two were tried and
+// measured slower, docs/benchmarks.md) gives bit-identical q and k.
 #pragma once
 
 #include <cuda_bf16.h>
