@@ -21,13 +21,13 @@ export function parseArgs(argv, required = ['locus', 'fixtures', 'tokenizer']) {
 // A model folder whose token ids cover the tokenizer: the tiny Qwen3-MoE config with the
 // tokenizer's vocabulary, its tokenizer.json + tokenizer_config.json (chat template), and a
 // generation_config.json with Qwen3's EOS ids and sampling defaults.
-export function makeModelDir(args) {
+export function makeModelDir(args, { maxPositions = 512 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'locus-e2e-'));
   const config = JSON.parse(
     fs.readFileSync(path.join(args.fixtures, 'models', 'qwen3-moe', 'config.json'), 'utf8'));
   config.vocab_size = 151936;
   config.hidden_size = 64;
-  config.max_position_embeddings = 512;
+  config.max_position_embeddings = maxPositions;
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(dir, 'generation_config.json'),
                    JSON.stringify({ eos_token_id: [151645, 151643], temperature: 0.7, top_p: 0.8,
