@@ -49,6 +49,15 @@ if cur:
     steps.append(cur)
 if not steps:
     raise SystemExit("no graph kernels in the trace")
+# Between two graph replays the GPU runs only what the host launches outside the graphs
+# (sampling, input copies); the rest of the gap is host time the step does not hide.
+eager = [r for r in rows if r[2] == 0]
+between, eager_us = [], []
+for s0, s1 in zip(steps[1:], steps[2:]):
+    end, start = max(r[1] for r in s0), s1[0][0]
+    between.append((start - end) / 1e3)
+    eager_us.append(sum(min(r[1], start) - max(r[0], end) for r in eager
+                        if r[1] > end and r[0] < start) / 1e3)
 counts = collections.Counter(len(s) for s in steps)
 common = counts.most_common(1)[0][0]
 steps = [s for s in steps if len(s) == common][1:]  # drop the first (warm) one
@@ -56,6 +65,9 @@ spans = [(s[-1][1] - s[0][0]) / 1e3 for s in steps]
 busy = [sum(r[1] - r[0] for r in s) / 1e3 for s in steps]
 print(f"{len(steps)} steps of {common} kernels; step span median {statistics.median(spans):.1f} us,"
       f" kernel time (sum) median {statistics.median(busy):.1f} us")
+if between:
+    print(f"between graph replays: median {statistics.median(between):.1f} us, of which kernels"
+          f" launched outside the graphs run {statistics.median(eager_us):.1f} us")
 agg = collections.defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])
 for s in steps:
     prev_end = None
