@@ -143,13 +143,20 @@ class ReplayingCpuBackend final : public CpuBackend {
       std::vector<int32_t> mine(ids + t * k, ids + (t + 1) * k), theirs(want, want + k);
       std::sort(mine.begin(), mine.end());
       std::sort(theirs.begin(), theirs.end());
-      if (mine == theirs) {  // same set: take the GPU's order, each weight with its expert
-        std::vector<float> w(weights + t * k, weights + (t + 1) * k);
+      // Row t becomes the GPU's ids in the GPU's order, each with the weight `got` gave it.
+      auto take_gpu_order = [&](const int32_t* got_ids, const float* got_weights) {
+        const std::vector<int32_t> g(got_ids, got_ids + k);
+        const std::vector<float> w(got_weights, got_weights + k);
         for (int64_t j = 0; j < k; ++j) {
-          const int64_t at = std::find(ids + t * k, ids + (t + 1) * k, want[j]) - (ids + t * k);
+          const auto at = std::find(g.begin(), g.end(), want[j]) - g.begin();
+          if (at == k) return false;
           weights[t * k + j] = w[static_cast<size_t>(at)];
         }
         std::memcpy(ids + t * k, want, k * sizeof(int32_t));
+        return true;
+      };
+      if (mine == theirs) {  // same set: only the order may differ
+        take_gpu_order(ids + t * k, weights + t * k);
         continue;
       }
       if (same_inputs_) ++flips;
@@ -170,13 +177,8 @@ class ReplayingCpuBackend final : public CpuBackend {
                       {1, experts});
       LOCUS_RETURN_IF_ERROR(CpuBackend::do_moe_route(row_logits, from_floats(steer, {experts}),
                                                      routing, row_ids, row_weights));
-      const int32_t* got = row_ids.data<int32_t>();
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t at = std::find(got, got + k, want[j]) - got;
-        if (at == k) return fail("steering the CPU onto the GPU's experts missed one");
-        weights[t * k + j] = row_weights.data<float>()[at];
-      }
-      std::memcpy(ids + t * k, want, k * sizeof(int32_t));
+      if (!take_gpu_order(row_ids.data<int32_t>(), row_weights.data<float>()))
+        return fail("steering the CPU onto the GPU's experts missed one");
     }
     return Status::ok();
   }
