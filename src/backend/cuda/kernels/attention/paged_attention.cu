@@ -213,6 +213,11 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t str
   p.head_dim = a.head_dim;
   p.v_head_dim = a.v_head_dim;
   p.block_size = a.block_size;
+  if ((a.block_size & (a.block_size - 1)) == 0) {
+    p.block_shift = 0;
+    while ((1 << p.block_shift) < a.block_size)
+      ++p.block_shift;
+  }
   p.scale_log2 = a.scale * 1.4426950408889634f;
   // A window at least as long as any sequence masks nothing.
   p.sliding_window =

@@ -43,6 +43,7 @@ struct TileParams {
   int head_dim = 0;
   int v_head_dim = 0;
   int block_size = 0;
+  int block_shift = -1;     // log2(block_size) when it is a power of two (shifts, not divisions)
   float scale_log2 = 0.0f;  // scale * log2(e): scores go straight into exp2f
   int sliding_window = 0;   // 0 = none
   int num_splits = 1;
@@ -55,16 +56,25 @@ constexpr int round_up_16(int x) {  // constexpr: callable from device code too
   return (x + 15) & ~15;
 }
 
+// K tiles the one-warp-per-row prefill layouts hold (2: the next tile's K loads while this one
+// computes).
+constexpr int kPrefillKStages = 2;
+
 // Dynamic shared memory of one CTA: Q tile, K tile, V tile (absent when V lives in K), P tile
-// and two cross-warp row reductions. Rows are padded by 16 bytes so that the eight rows an
-// ldmatrix reads fall in eight different bank groups.
+// and two cross-warp row reductions. The prefill layouts with one warp across a row
+// (warp_cols 1) hold kPrefillKStages K tiles and keep P and the reductions in registers.
+// Rows are padded by 16 bytes so that the eight rows an ldmatrix reads fall in eight different
+// bank groups.
 inline size_t tile_smem_bytes(int warp_rows, int warp_cols, int head_dim, int v_head_dim,
                               bool v_in_k) {
+  const bool pipelined = warp_cols == 1 && warp_rows > 1;
+  const size_t stages = pipelined ? kPrefillKStages : 1;
   const size_t rows = static_cast<size_t>(warp_rows) * kRowsPerWarp;
   const size_t k_row = static_cast<size_t>(round_up_16(head_dim) + 8) * 2;
   const size_t v_row = static_cast<size_t>(round_up_16(v_head_dim) + 8) * 2;
-  size_t bytes = rows * k_row + kKvTile * k_row;
+  size_t bytes = rows * k_row + stages * kKvTile * k_row;
   if (!v_in_k) bytes += kKvTile * v_row;
+  if (pipelined) return bytes;
   bytes += rows * (kKvTile + 8) * 2;
   bytes += 2 * static_cast<size_t>(warp_cols) * rows * sizeof(float);
   return bytes;
