@@ -260,39 +260,12 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
 
       // ---- S = Q K^T for this warp's 16 rows x kSCols keys ----
       float s[kSTiles][4];
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j)
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const bf16* q_frag = s_q + (warp_row * 16 + (lane & 15)) * k_stride + (lane >> 4) * 8;
-      const bf16* k_frag =
-          s_k + (s_col0 + (lane >> 4) * 8 + (lane & 7)) * k_stride + ((lane >> 3) & 1) * 8;
-      const int k_steps = d_pad / 16;
-#pragma unroll(kExact ? kHeadDimCap / 16 : 2)
-      for (int ks = 0; ks < k_steps; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4(a, q_frag + ks * 16);
-#pragma unroll
-        for (int np = 0; np < kSTiles / 2; ++np) {
-          uint32_t b[4];
-          ldmatrix_x4(b, k_frag + np * 16 * k_stride + ks * 16);
-          mma_bf16(s[2 * np], a, b[0], b[1]);
-          mma_bf16(s[2 * np + 1], a, b[2], b[3]);
-        }
-      }
+      qk_scores<kSTiles, kExact ? kHeadDimCap / 16 : 2>(s, s_q, warp_row * 16, s_k, s_col0,
+                                                        k_stride, d_pad, lane);
 
       // ---- online softmax: mask, row max across the kWarpCols warps, probabilities ----
       float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const int key = j0 + s_col0 + j * 8 + (lane & 3) * 2 + (e & 1);
-          const bool visible = key >= row_first[h] && key <= row_pos[h];
-          s[j][e] = visible ? s[j][e] * p.scale_log2 : -INFINITY;
-          tile_max[h] = fmaxf(tile_max[h], s[j][e]);
-        }
-      }
+      mask_scores(s, j0 + s_col0, lane, row_first, row_pos, p.scale_log2, tile_max);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
@@ -339,13 +312,7 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
         red_sum[warp_col * kRows + local_row] = tile_sum[0];
         red_sum[warp_col * kRows + local_row + 8] = tile_sum[1];
       }
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j) {
-        o[j][0] *= alpha[0];
-        o[j][1] *= alpha[0];
-        o[j][2] *= alpha[1];
-        o[j][3] *= alpha[1];
-      }
+      rescale_rows(o, alpha);
       cp_async_wait<0>();
       __syncthreads();  // P, row sums and V visible to every warp
 #pragma unroll

@@ -64,24 +64,8 @@ __device__ __forceinline__ void pipelined_tiles(
 
     // ---- S = Q K^T for this warp's 16 rows x kKvTile keys ----
     float s[kSTiles][4];
-#pragma unroll
-    for (int j = 0; j < kSTiles; ++j)
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-    const bf16* q_frag = s_q + (warp_row * 16 + (lane & 15)) * k_stride + (lane >> 4) * 8;
-    const bf16* k_frag = sk + ((lane >> 4) * 8 + (lane & 7)) * k_stride + ((lane >> 3) & 1) * 8;
-    const int k_steps = d_pad / 16;
-#pragma unroll(kExact ? kHeadDimCap / 16 : 2)
-    for (int ks = 0; ks < k_steps; ++ks) {
-      uint32_t a[4];
-      ldmatrix_x4(a, q_frag + ks * 16);
-#pragma unroll
-      for (int np = 0; np < kSTiles / 2; ++np) {
-        uint32_t b[4];
-        ldmatrix_x4(b, k_frag + np * 16 * k_stride + ks * 16);
-        mma_bf16(s[2 * np], a, b[0], b[1]);
-        mma_bf16(s[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    qk_scores<kSTiles, kExact ? kHeadDimCap / 16 : 2>(s, s_q, warp_row * 16, sk, 0, k_stride, d_pad,
+                                                      lane);
 
     // ---- online softmax within the warp ----
     // Tiles that every row of the warp sees whole (all but the diagonal and window edges) skip
@@ -100,17 +84,7 @@ __device__ __forceinline__ void pipelined_tiles(
         }
       }
     } else {
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const int key = j0 + j * 8 + (lane & 3) * 2 + (e & 1);
-          const bool visible = key >= row_first[h] && key <= row_pos[h];
-          s[j][e] = visible ? s[j][e] * p.scale_log2 : -INFINITY;
-          tile_max[h] = fmaxf(tile_max[h], s[j][e]);
-        }
-      }
+      mask_scores(s, j0, lane, row_first, row_pos, p.scale_log2, tile_max);
     }
     float alpha[2], m_use[2];
 #pragma unroll
@@ -141,13 +115,7 @@ __device__ __forceinline__ void pipelined_tiles(
       tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
       l_run[h] = l_run[h] * alpha[h] + (0.0f + tile_sum[h]);
     }
-#pragma unroll
-    for (int j = 0; j < kOTiles; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      o[j][2] *= alpha[1];
-      o[j][3] *= alpha[1];
-    }
+    rescale_rows(o, alpha);
     if (next) {
       cp_async_wait<1>();  // this tile's V; the next tile's K may still be in flight
     } else {

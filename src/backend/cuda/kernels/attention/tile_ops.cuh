@@ -59,12 +59,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Where key j lives: its block's index in the table and its slot in the block. kPow2: the block
-// size is 1 << block_shift, so shifts instead of integer divisions (Nsight Compute found the
-// prefill loop ALU-bound: ALU the busiest pipe at 36%, 2.1 instructions issued per cycle).
+// Where key j's row starts in the cache, from `base` (the cache, or the cache plus a fixed
+// column offset). kPow2: the block size is 1 << block_shift, so shifts instead of integer
+// divisions (Nsight Compute found the prefill loop ALU-bound: ALU the busiest pipe at 36%, 2.1
+// instructions issued per cycle).
 template <bool kPow2>
-__device__ __forceinline__ void kv_slot(int j, int block_size, int block_shift, int& block_index,
-                                        int& slot) {
+__device__ __forceinline__ const bf16* kv_row(const bf16* base, int64_t block_stride,
+                                              int64_t token_stride, const int32_t* block_table,
+                                              int block_size, int block_shift, int j) {
+  int block_index, slot;
   if constexpr (kPow2) {
     block_index = j >> block_shift;
     slot = j & (block_size - 1);
@@ -72,6 +75,8 @@ __device__ __forceinline__ void kv_slot(int j, int block_size, int block_shift, 
     block_index = j / block_size;
     slot = j % block_size;
   }
+  return base + static_cast<int64_t>(block_table[block_index]) * block_stride +
+         static_cast<int64_t>(slot) * token_stride;
 }
 
 // Loads rows [r_begin, r_end) of a kKvTile-row tile of K or V (dim elements each) for keys
@@ -92,10 +97,9 @@ __device__ __forceinline__ void load_kv_tile_impl(const bf16* cache, int64_t blo
     const bf16* src = cache;
     int bytes = 0;
     if (j <= kv_last) {
-      int block_index, slot;
-      kv_slot<kPow2>(j, block_size, block_shift, block_index, slot);
-      src = cache + static_cast<int64_t>(block_table[block_index]) * block_stride +
-            static_cast<int64_t>(slot) * token_stride + head_offset + c * 8;
+      src = kv_row<kPow2>(cache, block_stride, token_stride, block_table, block_size, block_shift,
+                          j) +
+            head_offset + c * 8;
       bytes = 16;
     }
     cp_async_16(dst + r * dst_stride + c * 8, src, bytes);
@@ -143,10 +147,8 @@ __device__ __forceinline__ void load_kv_tile_whole_impl(const bf16* cache, int64
     const bf16* src = cache;
     int bytes = 0;
     if (j <= kv_last) {
-      int block_index, slot;
-      kv_slot<kPow2>(j, block_size, block_shift, block_index, slot);
-      src = base + static_cast<int64_t>(block_table[block_index]) * block_stride +
-            static_cast<int64_t>(slot) * token_stride;
+      src =
+          kv_row<kPow2>(base, block_stride, token_stride, block_table, block_size, block_shift, j);
       bytes = 16;
     }
     cp_async_16(dst + r * dst_stride + c8, src, bytes);
@@ -195,6 +197,64 @@ __device__ __forceinline__ void load_kv_rows(const bf16* cache, int64_t block_st
     load_kv_tile_impl<kThreads, false>(cache, block_stride, token_stride, head_offset, block_table,
                                        block_size, block_shift, dim, j0, kv_last, dst, dst_stride,
                                        r0, kKvTile);
+  }
+}
+
+// S = Q K^T for a warp's 16 query rows (from row q_row0 of s_q) and the kSTiles * 8 keys from row
+// k_col0 of the K tile s_k, over d_pad / 16 steps of the head dim (unrolled kUnroll times).
+template <int kSTiles, int kUnroll>
+__device__ __forceinline__ void qk_scores(float (&s)[kSTiles][4], const bf16* s_q, int q_row0,
+                                          const bf16* s_k, int k_col0, int k_stride, int d_pad,
+                                          int lane) {
+#pragma unroll
+  for (int j = 0; j < kSTiles; ++j)
+    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+  const bf16* q_frag = s_q + (q_row0 + (lane & 15)) * k_stride + (lane >> 4) * 8;
+  const bf16* k_frag =
+      s_k + (k_col0 + (lane >> 4) * 8 + (lane & 7)) * k_stride + ((lane >> 3) & 1) * 8;
+  const int k_steps = d_pad / 16;
+#pragma unroll(kUnroll)
+  for (int ks = 0; ks < k_steps; ++ks) {
+    uint32_t a[4];
+    ldmatrix_x4(a, q_frag + ks * 16);
+#pragma unroll
+    for (int np = 0; np < kSTiles / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_frag + np * 16 * k_stride + ks * 16);
+      mma_bf16(s[2 * np], a, b[0], b[1]);
+      mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Scales the scores into the log2 domain, masks keys outside each row's [row_first, row_pos]
+// (-inf), and takes each row's maximum over this thread's entries. key0: the key of column 0.
+template <int kSTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kSTiles][4], int key0, int lane,
+                                            const int (&row_first)[2], const int (&row_pos)[2],
+                                            float scale_log2, float (&tile_max)[2]) {
+#pragma unroll
+  for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e >> 1;
+      const int key = key0 + j * 8 + (lane & 3) * 2 + (e & 1);
+      const bool visible = key >= row_first[h] && key <= row_pos[h];
+      s[j][e] = visible ? s[j][e] * scale_log2 : -INFINITY;
+      tile_max[h] = fmaxf(tile_max[h], s[j][e]);
+    }
+  }
+}
+
+// The online softmax's rescale of the output accumulators by each row's alpha.
+template <int kOTiles>
+__device__ __forceinline__ void rescale_rows(float (&o)[kOTiles][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j) {
+    o[j][0] *= alpha[0];
+    o[j][1] *= alpha[0];
+    o[j][2] *= alpha[1];
+    o[j][3] *= alpha[1];
   }
 }
 
