@@ -387,6 +387,11 @@ TEST(GpuPagedAttention, PrefillHeadDims) {
   check_case({"prefill d32 g4 bs16", 8, 2, 32, 32, 16, {{200, 200}, {64, 64}}, 0, false, 1, 32});
   check_case({"prefill d48 g8 bs32", 16, 2, 48, 48, 32, {{150, 150}}, 0, false, 1, 33});
   check_case({"prefill d64 g4 bs16", 8, 2, 64, 64, 16, {{333, 333}}, 0, false, 1, 34});
+  // Block sizes that are not a power of two: the prefill loaders' division path (shifts
+  // otherwise), whole tiles and partial ones, and a continuation chunk (old keys loaded early).
+  check_case(
+      {"prefill d128 g8 bs24", 32, 4, 128, 128, 24, {{700, 700}, {90, 90}}, 0, false, 1, 61});
+  check_case({"prefill d64 g4 bs12 chunk", 8, 2, 64, 64, 12, {{500, 200}}, 0, false, 1, 62});
   check_case({"prefill d128 g4 600 tokens", 8, 2, 128, 128, 16, {{600, 600}}, 0, false, 1, 35});
   check_case({"prefill d128 g8 1..600",
               16,
