@@ -396,8 +396,22 @@ awaitable<void> ApiServer::run_job(Job job, http::Responder& res) {
   }
 
   if (client_gone || res.client_gone()) {
+    // abort() queues each unfinished completion's final delta at once. Count them here: the
+    // deltas nobody reads are still finished requests (finished_reason="abort"), whichever of
+    // the failed write and the hang-up callback came first.
     for (RequestId id : ids)
       engine_.abort(id);
+    for (size_t p = 0; p < streams.size(); ++p) {
+      if (done[p]) continue;
+      while (auto next = streams[p]->try_next()) {
+        if (!*next) break;
+        if ((*next)->finished) {
+          metrics_.observe_finished((*next)->metrics, finish_name((*next)->finish_reason),
+                                    (*next)->index == 0);
+        }
+        if ((*next)->request_finished) break;
+      }
+    }
     co_return;
   }
   if (failure) {
