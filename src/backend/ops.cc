@@ -728,8 +728,13 @@ Status Ops::moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& t
   }
   if (experts.empty()) return fail(op, "no experts");
   const int64_t hidden = x.size(1);
+  size_t local = 0;
   for (size_t e = 0; e < experts.size(); ++e) {
     const ExpertWeights& w = experts[e];
+    if (!w.gate.weight.defined() && !w.up.weight.defined() && !w.down.weight.defined()) {
+      continue;  // on another rank
+    }
+    ++local;
     const std::string where = fmt::format("{} expert {}", op, e);
     LOCUS_RETURN_IF_ERROR(check_linear_weight(where, w.gate));
     LOCUS_RETURN_IF_ERROR(check_linear_weight(where, w.up));
@@ -743,6 +748,7 @@ Status Ops::moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& t
                                      w.down.weight.to_string(), hidden));
     }
   }
+  if (local == 0) return fail(op, "none of the experts is on this rank");
   LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, x.shape(), activation_dtype()));
   return do_moe_experts(x, topk_ids, topk_weights, experts, out);
 }

@@ -330,7 +330,9 @@ class Ops {
                                  const Tensor& correction_bias, const MoeRouting& routing,
                                  Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);
   // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
-  // experts[e] for every expert id, out [T, hidden].
+  // experts[e] for every expert id, out [T, hidden]. An expert whose weights are all undefined
+  // is on another rank (expert parallelism): its share is left out, and the ranks' outputs sum
+  // to the whole.
   Status moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      std::span<const ExpertWeights> experts, Tensor& out);
 

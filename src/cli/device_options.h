@@ -1,6 +1,8 @@
 // The device flags serve, generate and bench share (vLLM's names): --device,
 // --gpu-memory-utilization, --enforce-eager, --max-cudagraph-capture-size,
-// --attention-backend and --moe-backend.
+// --attention-backend, --moe-backend, and the parallelism flags --tensor-parallel-size,
+// --enable-expert-parallel, --expert-placement-strategy, --data-parallel-size and
+// --all2all-backend.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,11 @@ struct DeviceCliOptions {
   int max_cudagraph_capture_size = 0;
   std::string attention_backend = "auto";
   std::string moe_backend = "auto";
+  int tensor_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  std::string expert_placement = "linear";
+  int data_parallel_size = 1;
+  std::string all2all_backend = "auto";
 
   void add_to(CLI::App* cmd) {
     cmd->add_option("--device", device, "auto | cuda | cpu (auto: a GPU when there is one)")
@@ -33,6 +40,19 @@ struct DeviceCliOptions {
                     "auto | cuda_paged | cpu (auto: the device's fastest)");
     cmd->add_option("--moe-backend", moe_backend,
                     "auto | cuda_grouped | cpu (auto: the device's fastest)");
+    cmd->add_option("--tensor-parallel-size", tensor_parallel_size,
+                    "Ranks that split every layer (CPU: threads; GPUs: not built yet)")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_flag("--enable-expert-parallel", enable_expert_parallel,
+                  "Spread whole experts over the ranks instead of splitting each expert");
+    cmd->add_option("--expert-placement-strategy", expert_placement,
+                    "linear | round_robin: which experts each rank holds")
+        ->check(CLI::IsMember({"linear", "round_robin"}));
+    cmd->add_option("--data-parallel-size", data_parallel_size,
+                    "Engine replicas (not built yet: 1 only)")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("--all2all-backend", all2all_backend,
+                    "auto | allgather_reducescatter | naive | low_latency (expert parallelism)");
   }
 
   void apply(ModelEngineOptions& mo) const {
@@ -42,6 +62,11 @@ struct DeviceCliOptions {
     mo.max_cudagraph_capture_size = max_cudagraph_capture_size;
     mo.attention_backend = attention_backend;
     mo.moe_backend = moe_backend;
+    mo.tensor_parallel_size = tensor_parallel_size;
+    mo.enable_expert_parallel = enable_expert_parallel;
+    mo.expert_placement = expert_placement;
+    mo.data_parallel_size = data_parallel_size;
+    mo.all2all_backend = all2all_backend;
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/logging.h"
@@ -26,7 +27,15 @@ int main(int argc, char** argv) {
   locus::cli::add_serve_command(app, run);
   locus::cli::add_bench_command(app, run);
 
-  CLI11_PARSE(app, argc, argv);
+  // vLLM's two-letter short flags, which CLI11 (one-letter short names) cannot declare.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    if (a == "-dp") a = "--data-parallel-size";
+    arg_ptrs.push_back(a.data());
+  }
+  CLI11_PARSE(app, argc, arg_ptrs.data());
   if (!log_level.empty()) {
     if (auto status = locus::log::set_level(log_level); !status.is_ok()) {
       std::fprintf(stderr, "error: %s\n", status.message().c_str());

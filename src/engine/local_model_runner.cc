@@ -18,7 +18,7 @@ Expected<LoadFormat> parse_load_format(std::string_view name) {
 }
 
 Expected<LoadedModel> load_model(const std::filesystem::path& model_dir, LoadFormat format,
-                                 Ops& ops, uint64_t seed) {
+                                 Ops& ops, uint64_t seed, const ModelParallel& parallel) {
   LOCUS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
   std::unique_ptr<WeightSource> source;
   if (format == LoadFormat::kDummy) {
@@ -29,7 +29,7 @@ Expected<LoadedModel> load_model(const std::filesystem::path& model_dir, LoadFor
   }
   LoadedModel loaded;
   loaded.weights_description = source->description();
-  LOCUS_ASSIGN_OR_RETURN(loaded.model, Model::load(config, *source, ops));
+  LOCUS_ASSIGN_OR_RETURN(loaded.model, Model::load(config, *source, ops, parallel));
   loaded.config = std::move(config);
   return loaded;
 }

@@ -33,9 +33,9 @@ struct LoadedModel {
 };
 
 // Reads config.json from `model_dir`, opens its weights (or makes dummy ones from `seed`) and
-// loads them onto `ops`, which must outlive the model.
+// loads them onto `ops`, which must outlive the model; with `parallel`, one rank's part.
 Expected<LoadedModel> load_model(const std::filesystem::path& model_dir, LoadFormat format,
-                                 Ops& ops, uint64_t seed = 0);
+                                 Ops& ops, uint64_t seed = 0, const ModelParallel& parallel = {});
 
 class LocalModelRunner final : public ModelRunner {
  public:

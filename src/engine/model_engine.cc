@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
 #include "core/logging.h"
+#include "dist/fake_communicator.h"
+#include "engine/parallel_model_runner.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/forward_batch.h"
 
@@ -80,6 +83,89 @@ Expected<std::string> resolve_kernel_choice(std::string_view flag, const std::st
   return invalid_argument(fmt::format("{} {}: choose auto, {} or cpu", flag, choice, gpu_family));
 }
 
+Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
+  const int tp = options.tensor_parallel_size;
+  if (tp < 1) {
+    return invalid_argument(fmt::format("--tensor-parallel-size {} must be at least 1", tp));
+  }
+  if (options.data_parallel_size != 1) {
+    return unsupported(fmt::format(
+        "--data-parallel-size {}: data parallelism is not built yet; run one server per replica",
+        options.data_parallel_size));
+  }
+  if (auto placement = parse_expert_placement(options.expert_placement); !placement) {
+    return placement.status();
+  }
+  const std::string& a2a = options.all2all_backend;
+  if (a2a != "auto" && a2a != "allgather_reducescatter" && a2a != "naive" && a2a != "low_latency") {
+    return invalid_argument(fmt::format(
+        "--all2all-backend {}: choose auto, allgather_reducescatter, naive or low_latency", a2a));
+  }
+  if (options.enable_expert_parallel && (a2a == "naive" || a2a == "low_latency")) {
+    return unsupported(fmt::format(
+        "--all2all-backend {} is not built yet; expert parallelism within one tensor-parallel "
+        "group uses allgather_reducescatter (every rank sees every token, one all-reduce sums the "
+        "experts' shares)",
+        a2a));
+  }
+  if (tp > 1 && on_gpu) {
+    return unsupported(fmt::format(
+        "--tensor-parallel-size {} on GPUs needs the NCCL communicator, which is not built yet; "
+        "--device cpu runs the ranks as threads on the CPU backend",
+        tp));
+  }
+  return Status::ok();
+}
+
+// --tensor-parallel-size > 1 on the CPU: one in-process group, each rank a thread with its own
+// CPU backend (the cores shared out), model shard and KV cache.
+struct ParallelLoad {
+  ModelConfig config;
+  std::string weights_description;
+  std::unique_ptr<ParallelModelRunner> runner;
+};
+
+Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
+  const int tp = options.tensor_parallel_size;
+  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
+                         parse_expert_placement(options.expert_placement));
+  std::shared_ptr<FakeGroup> group = FakeGroup::create(tp, std::chrono::minutes(10));
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<LocalModelRunner>> ranks;
+  ParallelLoad out;
+  const int cores = options.cpu_threads > 0
+                        ? options.cpu_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int r = 0; r < tp; ++r) {
+    comms.push_back(group->communicator(r));
+    CpuBackendOptions cpu;
+    cpu.gemm_engine =
+        options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
+    cpu.num_threads = std::max(1, cores / tp);
+    auto ops = std::make_unique<CpuBackend>(cpu);
+    const ModelParallel parallel{comms.back().get(), options.enable_expert_parallel, placement};
+    auto loaded =
+        load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
+    if (!loaded) return loaded.status().with_context(fmt::format("tensor-parallel rank {}", r));
+    if (r == 0) {
+      out.config = loaded->config;
+      out.weights_description = loaded->weights_description;
+    }
+    LOCUS_ASSIGN_OR_RETURN(
+        auto runner,
+        LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size));
+    ranks.push_back(std::move(runner));
+  }
+  log::info("{} ranks ({}) on the CPU: {}", tp,
+            options.enable_expert_parallel ? "expert parallel" : "tensor parallel",
+            comms.front()->description());
+  LOCUS_ASSIGN_OR_RETURN(
+      out.runner,
+      ParallelModelRunner::create(std::move(comms), std::move(ranks),
+                                  [group](const std::string& reason) { group->abort(reason); }));
+  return out;
+}
+
 #ifdef LOCUS_HAS_CUDA
 // vLLM's profile run: one forward of the largest step the scheduler may build
 // (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache,
@@ -138,8 +224,20 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   LOCUS_ASSIGN_OR_RETURN(
       out.moe_backend,
       resolve_kernel_choice("--moe-backend", options.moe_backend, out.on_gpu, "cuda_grouped"));
-  LOCUS_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(options.model_dir, options.load_format,
-                                                        *backend, options.weight_seed));
+  LOCUS_RETURN_IF_ERROR(check_parallel_options(options, out.on_gpu));
+  out.tensor_parallel_size = options.tensor_parallel_size;
+  LoadedModel loaded;
+  std::unique_ptr<ParallelModelRunner> parallel_runner;
+  if (options.tensor_parallel_size > 1) {
+    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(options));
+    loaded.config = std::move(p.config);
+    loaded.weights_description = std::move(p.weights_description);
+    parallel_runner = std::move(p.runner);
+    backend.reset();  // each rank made its own
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(
+        loaded, load_model(options.model_dir, options.load_format, *backend, options.weight_seed));
+  }
   out.config = loaded.config;
   out.weights_description = loaded.weights_description;
   if (out.tokenizer && static_cast<int64_t>(out.tokenizer->id_limit()) > out.config.vocab_size) {
@@ -172,7 +270,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   }
 
 #ifdef LOCUS_HAS_CUDA
-  if (auto* gpu = dynamic_cast<CudaBackend*>(backend.get())) {
+  if (auto* gpu = dynamic_cast<CudaBackend*>(backend.get()); gpu != nullptr && loaded.model) {
     out.weight_bytes = gpu->weight_memory_bytes() + gpu->memory_stats().in_use_bytes;
     LOCUS_ASSIGN_OR_RETURN(out.activation_peak_bytes,
                            profile_activation_peak(*gpu, *loaded.model, sched, options.block_size));
@@ -209,13 +307,22 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
         static_cast<double>(budget - used) / (1ull << 30));
   }
 #endif
-  LOCUS_ASSIGN_OR_RETURN(
-      auto runner,
-      LocalModelRunner::create(std::move(backend), std::move(loaded.model), options.block_size));
-  if (out.on_gpu && !options.enforce_eager) {
-    const int largest = options.max_cudagraph_capture_size > 0 ? options.max_cudagraph_capture_size
-                                                               : std::min(sched.max_num_seqs, 512);
-    runner->enable_decode_graphs(std::min(largest, sched.max_num_seqs), sched.max_model_len);
+  std::unique_ptr<ModelRunner> runner;
+  if (parallel_runner) {
+    out.runner = &parallel_runner->rank(0);
+    runner = std::move(parallel_runner);
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(
+        auto local,
+        LocalModelRunner::create(std::move(backend), std::move(loaded.model), options.block_size));
+    if (out.on_gpu && !options.enforce_eager) {
+      const int largest = options.max_cudagraph_capture_size > 0
+                              ? options.max_cudagraph_capture_size
+                              : std::min(sched.max_num_seqs, 512);
+      local->enable_decode_graphs(std::min(largest, sched.max_num_seqs), sched.max_model_len);
+    }
+    out.runner = local.get();
+    runner = std::move(local);
   }
   const KVCacheSpec& spec = runner->kv_cache_spec();
   if (config.num_kv_blocks <= 0) {
@@ -232,7 +339,6 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   out.num_kv_blocks = config.num_kv_blocks;
   out.kv_cache_bytes = static_cast<int64_t>(config.num_kv_blocks) * spec.bytes_per_block();
 
-  out.runner = runner.get();
   DetokenizerFactory detokenizers;
   if (out.tokenizer) detokenizers = make_tokenizer_detokenizer_factory(*out.tokenizer);
   LOCUS_ASSIGN_OR_RETURN(out.engine,

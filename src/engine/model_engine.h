@@ -50,6 +50,16 @@ struct ModelEngineOptions {
   int cpu_threads = 0;
   // Without a tokenizer the engine takes and returns token ids only.
   bool load_tokenizer = true;
+  // Parallelism (vLLM's flags). --tensor-parallel-size ranks split every layer
+  // (model/parallel.h); --enable-expert-parallel spreads whole experts over them instead of
+  // splitting each (--expert-placement-strategy linear | round_robin). The CPU runs the ranks
+  // as threads over the in-process communicator; GPUs need the NCCL communicator (not built
+  // yet). --data-parallel-size and the all-to-all backends are not built yet either.
+  int tensor_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  std::string expert_placement = "linear";
+  int data_parallel_size = 1;
+  std::string all2all_backend = "auto";
 };
 
 struct ModelEngine {
@@ -68,8 +78,10 @@ struct ModelEngine {
   int num_kv_blocks = 0;
   int64_t kv_cache_bytes = 0;
   std::unique_ptr<LLMEngine> engine;
-  // The engine's model runner (owned by `engine`), for step counters.
+  // The engine's model runner (owned by `engine`; rank 0's with tensor parallelism), for step
+  // counters.
   const LocalModelRunner* runner = nullptr;
+  int tensor_parallel_size = 1;
 
   // Sampling defaults from generation_config.json (vLLM --generation-config auto): temperature,
   // top_p, top_k, min_p, repetition_penalty, max_new_tokens.

@@ -16,12 +16,17 @@
 namespace locus {
 namespace {
 
-// What the backend would spend on the layout's weights; scales fold into their weights.
-uint64_t prepared_bytes(const Ops& ops, const WeightLayout& layout) {
+// What the backend would spend on the layout's weights; scales fold into their weights. With
+// tensor / expert parallelism, about one rank's share: projections split over the ranks, the
+// rest (embedding, norms, routers) whole on each.
+uint64_t prepared_bytes(const Ops& ops, const WeightLayout& layout, int ranks) {
   uint64_t total = 0;
   for (const WeightSpec& spec : layout.specs) {
     if (spec.role == WeightRole::kWeightScale || spec.role == WeightRole::kGlobalScale) continue;
-    total += ops.prepared_weight_bytes(spec.dtype, shape_numel(spec.shape));
+    const uint64_t bytes = ops.prepared_weight_bytes(spec.dtype, shape_numel(spec.shape));
+    const bool split = spec.role == WeightRole::kLinear || spec.role == WeightRole::kBias ||
+                       spec.role == WeightRole::kLmHead;
+    total += split ? bytes / static_cast<uint64_t>(ranks) : bytes;
   }
   return total;
 }
@@ -43,8 +48,9 @@ Status check_supported(const ModelConfig& config) {
 }  // namespace
 
 Expected<std::unique_ptr<Model>> Model::load(const ModelConfig& config, const WeightSource& source,
-                                             Ops& ops) {
+                                             Ops& ops, const ModelParallel& parallel) {
   LOCUS_RETURN_IF_ERROR(check_supported(config));
+  LOCUS_RETURN_IF_ERROR(parallel.check(config));
   LOCUS_ASSIGN_OR_RETURN(ArchitectureSpec spec, architecture_spec(config));
   LOCUS_ASSIGN_OR_RETURN(WeightLayout layout, weight_layout(config));
   LOCUS_ASSIGN_OR_RETURN(WeightCheckReport report, check_weights(source, layout));
@@ -56,7 +62,7 @@ Expected<std::unique_ptr<Model>> Model::load(const ModelConfig& config, const We
     log::debug("{}: {} tensors in {} are not read (first: {})", config.architecture_name,
                report.unused.size(), source.description(), report.unused.front());
   }
-  const uint64_t needed = prepared_bytes(ops, layout);
+  const uint64_t needed = prepared_bytes(ops, layout, parallel.size());
   if (needed > ops.weight_memory_budget_bytes()) {
     return resource_exhausted(fmt::format(
         "{}: the weights need {:.2f} GB on the {} backend, over its budget of {:.2f} GB; this "
@@ -64,7 +70,7 @@ Expected<std::unique_ptr<Model>> Model::load(const ModelConfig& config, const We
         config.source_name, static_cast<double>(needed) / 1e9, ops.name(),
         static_cast<double>(ops.weight_memory_budget_bytes()) / 1e9));
   }
-  std::unique_ptr<Model> model(new Model(config, ops));
+  std::unique_ptr<Model> model(new Model(config, ops, parallel));
   LOCUS_RETURN_IF_ERROR(model->load_weights(source, spec, needed));
   return model;
 }
@@ -105,25 +111,35 @@ Status Model::load_weights(const WeightSource& source, const ArchitectureSpec& s
     LOCUS_ASSIGN_OR_RETURN(layer.post_attention_norm,
                            loader.tensor(prefix + "post_attention_layernorm.weight"));
     if (config_.is_mla()) {
-      LOCUS_ASSIGN_OR_RETURN(layer.mla, MlaAttention::load(loader, prefix + "self_attn", rope));
+      LOCUS_ASSIGN_OR_RETURN(layer.mla,
+                             MlaAttention::load(loader, prefix + "self_attn", rope, parallel_));
     } else {
-      LOCUS_ASSIGN_OR_RETURN(layer.gqa,
-                             GqaAttention::load(loader, prefix + "self_attn", rope, window));
+      LOCUS_ASSIGN_OR_RETURN(
+          layer.gqa, GqaAttention::load(loader, prefix + "self_attn", rope, window, parallel_));
     }
     if (config_.is_moe_layer(i)) {
-      LOCUS_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(loader, spec, prefix));
+      LOCUS_ASSIGN_OR_RETURN(layer.moe, MoeBlock::load(loader, spec, prefix, parallel_));
     } else {
-      LOCUS_ASSIGN_OR_RETURN(layer.dense_mlp,
-                             loader.gated_mlp(prefix + "mlp", "gate_proj", "up_proj", "down_proj"));
+      std::optional<ShardRange> width;
+      if (parallel_.is_parallel()) {
+        width = even_shard(config_.intermediate_size, parallel_.rank(), parallel_.size());
+      }
+      LOCUS_ASSIGN_OR_RETURN(layer.dense_mlp, loader.gated_mlp(prefix + "mlp", "gate_proj",
+                                                               "up_proj", "down_proj", width));
     }
     layers_.push_back(std::move(layer));
     step();
   }
   LOCUS_ASSIGN_OR_RETURN(final_norm_, loader.tensor("model.norm.weight"));
+  // Vocab-parallel: each rank scores its slice of the vocabulary.
+  const ShardRange vocab = even_shard(config_.vocab_size, parallel_.rank(), parallel_.size());
   if (config_.tie_word_embeddings) {
-    lm_head_.weight = embed_tokens_;
+    LOCUS_ASSIGN_OR_RETURN(lm_head_.weight,
+                           embed_tokens_.slice(0, vocab.start, vocab.start + vocab.length));
   } else {
-    LOCUS_ASSIGN_OR_RETURN(lm_head_, loader.linear("lm_head"));
+    std::optional<LinearShard> shard;
+    if (parallel_.is_parallel()) shard = LinearShard{0, vocab.start, vocab.length};
+    LOCUS_ASSIGN_OR_RETURN(lm_head_, loader.linear("lm_head", false, shard));
   }
   step();
   return Status::ok();
@@ -138,7 +154,9 @@ KvCacheShape Model::kv_cache_shape() const {
     shape.qk_rope_head_dim = config_.attention.mla.qk_rope_head_dim;
   } else {
     shape.kind = KvCacheKind::kGqa;
-    shape.num_kv_heads = config_.attention.num_key_value_heads;
+    // This rank's KV heads (all of them on one rank).
+    shape.num_kv_heads = layers_.empty() ? config_.attention.num_key_value_heads
+                                         : layers_.front().gqa->num_kv_heads();
     shape.head_dim = config_.attention.head_dim;
     shape.v_head_dim = config_.attention.v_head_dim;
   }
@@ -205,6 +223,10 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
     } else {
       LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, nullptr, device, cache.layers[i]));
     }
+    // Split heads leave partial sums of the o projection.
+    if (parallel_.is_parallel() && (layer.mla || layer.gqa->is_split())) {
+      LOCUS_RETURN_IF_ERROR(parallel_.tp->all_reduce_sum(attn));
+    }
     const AddRmsNorm post = step(attn, layer.post_attention_norm);
     if (layer.moe) {
       LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post));
@@ -212,6 +234,7 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
       LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(post));
       LOCUS_ASSIGN_OR_RETURN(pending, gated_mlp_forward(ops_, *layer.dense_mlp, normed));
     }
+    if (parallel_.is_parallel()) LOCUS_RETURN_IF_ERROR(parallel_.tp->all_reduce_sum(pending));
     std::swap(residual, spare);
   }
   LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, pending, final_norm_, eps_, normed));
@@ -220,7 +243,13 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   LOCUS_ASSIGN_OR_RETURN(Tensor selected, ops_.empty({rows, hidden}, dtype));
   LOCUS_RETURN_IF_ERROR(ops_.gather_rows(normed, device.logits_indices, selected));
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops_.empty({rows, config_.vocab_size}, DType::kF32));
-  LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, logits));
+  if (!parallel_.is_parallel()) {
+    LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, logits));
+    return logits;
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor part, ops_.empty({rows, lm_head_.out_features()}, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, part));
+  LOCUS_RETURN_IF_ERROR(parallel_.tp->all_gather(part, logits, 1));
   return logits;
 }
 

@@ -16,6 +16,7 @@
 #include "model/layers/gqa_attention.h"
 #include "model/layers/mla_attention.h"
 #include "model/layers/moe_block.h"
+#include "model/parallel.h"
 #include "model/weight_source.h"
 
 namespace locus {
@@ -24,11 +25,15 @@ class Model {
  public:
   // Checks `source` against the architecture's weight layout (check_weights) and the backend's
   // weight budget before reading anything, then prepares every weight on `ops`, which must
-  // outlive the model. MTP / next-n layers are skipped (logged).
+  // outlive the model. MTP / next-n layers are skipped (logged). With `parallel`, this rank's
+  // part of the model (model/parallel.h): every rank of the group must then run the same
+  // forward calls, since each layer ends in collectives over `parallel.tp`.
   static Expected<std::unique_ptr<Model>> load(const ModelConfig& config,
-                                               const WeightSource& source, Ops& ops);
+                                               const WeightSource& source, Ops& ops,
+                                               const ModelParallel& parallel = {});
 
   const ModelConfig& config() const { return config_; }
+  const ModelParallel& parallel() const { return parallel_; }
   Ops& ops() const { return ops_; }
   int64_t vocab_size() const { return config_.vocab_size; }
 
@@ -57,7 +62,8 @@ class Model {
     std::optional<MoeBlock> moe;
   };
 
-  Model(const ModelConfig& config, Ops& ops) : config_(config), ops_(ops) {}
+  Model(const ModelConfig& config, Ops& ops, const ModelParallel& parallel)
+      : config_(config), ops_(ops), parallel_(parallel) {}
   // prepared_bytes: what the weights take on the backend (a progress bar above 256 MiB).
   Status load_weights(const WeightSource& source, const ArchitectureSpec& spec,
                       uint64_t prepared_bytes);
@@ -67,6 +73,7 @@ class Model {
 
   ModelConfig config_;
   Ops& ops_;
+  ModelParallel parallel_;
   float eps_ = 0.0f;
   Tensor embed_tokens_;
   std::vector<DecoderLayer> layers_;

@@ -146,8 +146,8 @@ Status CpuBackend::do_moe_experts(const Tensor& x_in, const Tensor& topk_ids,
   std::vector<float> down;
   for (int64_t e = 0; e < num_experts; ++e) {
     const auto& assigned = routed[static_cast<size_t>(e)];
-    if (assigned.empty()) continue;
     const ExpertWeights& w = experts[static_cast<size_t>(e)];
+    if (assigned.empty() || !w.gate.weight.defined()) continue;  // unused, or on another rank
     const int64_t n = static_cast<int64_t>(assigned.size());
     const int64_t width = w.gate.out_features();
     rows.resize(static_cast<size_t>(n * hidden));

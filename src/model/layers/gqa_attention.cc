@@ -4,21 +4,39 @@ namespace locus {
 
 Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::string& prefix,
                                           const RopeParams& rope,
-                                          std::optional<int64_t> sliding_window) {
+                                          std::optional<int64_t> sliding_window,
+                                          const ModelParallel& parallel) {
   const ModelConfig& c = loader.config();
   const AttentionConfig& a = c.attention;
+  // MiniMax-M2's q/k norm takes the RMS over all heads at once, which a head split would need a
+  // cross-rank reduction for: such attention runs whole on every rank instead.
+  const bool split = parallel.is_parallel() && a.qk_norm != QkNorm::kPerLayer;
+  const ShardRange heads = split
+                               ? even_shard(a.num_attention_heads, parallel.rank(), parallel.size())
+                               : ShardRange{0, a.num_attention_heads};
+  const ShardRange kv_heads =
+      split ? parallel.kv_heads(a.num_key_value_heads) : ShardRange{0, a.num_key_value_heads};
+  std::optional<LinearShard> q, k, v, o;
+  if (split) {
+    q = LinearShard{0, heads.start * a.head_dim, heads.length * a.head_dim};
+    k = LinearShard{0, kv_heads.start * a.head_dim, kv_heads.length * a.head_dim};
+    v = LinearShard{0, kv_heads.start * a.v_head_dim, kv_heads.length * a.v_head_dim};
+    o = LinearShard{1, heads.start * a.v_head_dim, heads.length * a.v_head_dim,
+                    parallel.rank() == 0};
+  }
   GqaAttention attn;
-  LOCUS_ASSIGN_OR_RETURN(attn.q_proj_, loader.linear(prefix + ".q_proj", a.qkv_bias));
-  LOCUS_ASSIGN_OR_RETURN(attn.k_proj_, loader.linear(prefix + ".k_proj", a.qkv_bias));
-  LOCUS_ASSIGN_OR_RETURN(attn.v_proj_, loader.linear(prefix + ".v_proj", a.qkv_bias));
-  LOCUS_ASSIGN_OR_RETURN(attn.o_proj_, loader.linear(prefix + ".o_proj", a.o_bias));
+  attn.split_ = split;
+  LOCUS_ASSIGN_OR_RETURN(attn.q_proj_, loader.linear(prefix + ".q_proj", a.qkv_bias, q));
+  LOCUS_ASSIGN_OR_RETURN(attn.k_proj_, loader.linear(prefix + ".k_proj", a.qkv_bias, k));
+  LOCUS_ASSIGN_OR_RETURN(attn.v_proj_, loader.linear(prefix + ".v_proj", a.qkv_bias, v));
+  LOCUS_ASSIGN_OR_RETURN(attn.o_proj_, loader.linear(prefix + ".o_proj", a.o_bias, o));
   attn.qkv_.norm = a.qk_norm;
   if (a.qk_norm != QkNorm::kNone) {
     LOCUS_ASSIGN_OR_RETURN(attn.qkv_.q_norm, loader.tensor(prefix + ".q_norm.weight"));
     LOCUS_ASSIGN_OR_RETURN(attn.qkv_.k_norm, loader.tensor(prefix + ".k_norm.weight"));
   }
-  attn.qkv_.num_heads = a.num_attention_heads;
-  attn.qkv_.num_kv_heads = a.num_key_value_heads;
+  attn.qkv_.num_heads = heads.length;
+  attn.qkv_.num_kv_heads = kv_heads.length;
   attn.qkv_.head_dim = a.head_dim;
   attn.qkv_.v_head_dim = a.v_head_dim;
   attn.qkv_.eps = static_cast<float>(c.rms_norm_eps);

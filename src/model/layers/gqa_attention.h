@@ -11,26 +11,34 @@
 #include "io/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/parallel.h"
 #include "model/weight_loader.h"
 
 namespace locus {
 
 class GqaAttention {
  public:
-  // `prefix` is "model.layers.<i>.self_attn".
+  // `prefix` is "model.layers.<i>.self_attn". With tensor parallelism, this rank's heads only
+  // (model/parallel.h); the output is then a partial sum over the ranks.
   static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix,
-                                     const RopeParams& rope, std::optional<int64_t> sliding_window);
+                                     const RopeParams& rope, std::optional<int64_t> sliding_window,
+                                     const ModelParallel& parallel = {});
 
   // x [T, hidden] -> [T, hidden]; writes this step's K/V into `cache` first. With `pre`, x is
   // pre->normed and the QKV projection runs the pre-norm step first (add_rms_norm_merged_linear).
   Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch, KvCacheLayer& cache,
                            const AddRmsNorm* pre = nullptr) const;
 
+  // Whether the heads are split over the tensor-parallel ranks (the output is a partial sum).
+  bool is_split() const { return split_; }
+  int64_t num_kv_heads() const { return qkv_.num_kv_heads; }
+
  private:
   LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;
   QkvSpec qkv_;  // heads, head dims and the q/k norm
   RopeParams rope_;
   AttentionParams params_;
+  bool split_ = false;
 };
 
 }  // namespace locus

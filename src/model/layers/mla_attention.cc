@@ -3,23 +3,35 @@
 namespace locus {
 
 Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::string& prefix,
-                                          const RopeParams& rope) {
+                                          const RopeParams& rope, const ModelParallel& parallel) {
   const ModelConfig& c = loader.config();
   const MlaConfig& mla = c.attention.mla;
+  const ShardRange heads =
+      even_shard(c.attention.num_attention_heads, parallel.rank(), parallel.size());
+  // Per head: q rows [nope | rope], kv_b rows [k nope | v], o columns [v].
+  std::optional<LinearShard> q, kv_b, o;
+  if (parallel.is_parallel()) {
+    const int64_t q_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+    const int64_t kv_head = mla.qk_nope_head_dim + mla.v_head_dim;
+    q = LinearShard{0, heads.start * q_head, heads.length * q_head};
+    kv_b = LinearShard{0, heads.start * kv_head, heads.length * kv_head};
+    o = LinearShard{1, heads.start * mla.v_head_dim, heads.length * mla.v_head_dim,
+                    parallel.rank() == 0};
+  }
   MlaAttention attn;
   attn.has_q_lora_ = mla.q_lora_rank.has_value();
   if (attn.has_q_lora_) {
     LOCUS_ASSIGN_OR_RETURN(attn.q_a_proj_, loader.linear(prefix + ".q_a_proj"));
     LOCUS_ASSIGN_OR_RETURN(attn.q_a_layernorm_, loader.tensor(prefix + ".q_a_layernorm.weight"));
-    LOCUS_ASSIGN_OR_RETURN(attn.q_b_proj_, loader.linear(prefix + ".q_b_proj"));
+    LOCUS_ASSIGN_OR_RETURN(attn.q_b_proj_, loader.linear(prefix + ".q_b_proj", false, q));
   } else {
-    LOCUS_ASSIGN_OR_RETURN(attn.q_proj_, loader.linear(prefix + ".q_proj"));
+    LOCUS_ASSIGN_OR_RETURN(attn.q_proj_, loader.linear(prefix + ".q_proj", false, q));
   }
   LOCUS_ASSIGN_OR_RETURN(attn.kv_a_proj_with_mqa_, loader.linear(prefix + ".kv_a_proj_with_mqa"));
   LOCUS_ASSIGN_OR_RETURN(attn.kv_a_layernorm_, loader.tensor(prefix + ".kv_a_layernorm.weight"));
-  LOCUS_ASSIGN_OR_RETURN(attn.kv_b_proj_, loader.linear(prefix + ".kv_b_proj"));
-  LOCUS_ASSIGN_OR_RETURN(attn.o_proj_, loader.linear(prefix + ".o_proj"));
-  attn.num_heads_ = c.attention.num_attention_heads;
+  LOCUS_ASSIGN_OR_RETURN(attn.kv_b_proj_, loader.linear(prefix + ".kv_b_proj", false, kv_b));
+  LOCUS_ASSIGN_OR_RETURN(attn.o_proj_, loader.linear(prefix + ".o_proj", false, o));
+  attn.num_heads_ = heads.length;
   attn.params_.kv_lora_rank = mla.kv_lora_rank;
   attn.params_.qk_nope_head_dim = mla.qk_nope_head_dim;
   attn.params_.qk_rope_head_dim = mla.qk_rope_head_dim;

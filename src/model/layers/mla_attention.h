@@ -9,15 +9,17 @@
 #include "io/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/parallel.h"
 #include "model/weight_loader.h"
 
 namespace locus {
 
 class MlaAttention {
  public:
-  // `prefix` is "model.layers.<i>.self_attn".
+  // `prefix` is "model.layers.<i>.self_attn". With tensor parallelism, this rank's heads only:
+  // the latent cache is whole on every rank, and the output is a partial sum over the ranks.
   static Expected<MlaAttention> load(WeightLoader& loader, const std::string& prefix,
-                                     const RopeParams& rope);
+                                     const RopeParams& rope, const ModelParallel& parallel = {});
 
   // x [T, hidden] -> [T, hidden]; writes this step's latents into `cache` first.
   Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,

@@ -5,8 +5,14 @@
 namespace locus {
 
 Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& spec,
-                                  const std::string& layer_prefix) {
+                                  const std::string& layer_prefix, const ModelParallel& parallel) {
   const MoeConfig& moe = loader.config().moe;
+  const int rank = parallel.rank();
+  const int size = parallel.size();
+  std::optional<ShardRange> expert_width;
+  if (parallel.is_parallel() && !parallel.expert_parallel) {
+    expert_width = even_shard(moe.moe_intermediate_size, rank, size);
+  }
   const std::string prefix = layer_prefix + spec.moe_module;
   MoeBlock block;
   LOCUS_ASSIGN_OR_RETURN(block.router_, loader.linear(prefix + ".gate"));
@@ -16,15 +22,25 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
   }
   block.experts_.reserve(static_cast<size_t>(moe.num_experts));
   for (int64_t e = 0; e < moe.num_experts; ++e) {
-    LOCUS_ASSIGN_OR_RETURN(ExpertWeights w,
-                           loader.gated_mlp(prefix + ".experts." + std::to_string(e),
-                                            spec.expert_gate, spec.expert_up, spec.expert_down));
+    if (!parallel.owns_expert(e, moe.num_experts)) {
+      block.experts_.emplace_back();  // on another rank: left out of this rank's sum
+      continue;
+    }
+    LOCUS_ASSIGN_OR_RETURN(
+        ExpertWeights w,
+        loader.gated_mlp(prefix + ".experts." + std::to_string(e), spec.expert_gate, spec.expert_up,
+                         spec.expert_down, expert_width));
     block.experts_.push_back(std::move(w));
   }
   if (moe.num_shared_experts > 0 && moe.shared_expert_intermediate_size > 0) {
+    // Shared experts run on every token: split over the ranks even with expert parallelism.
+    std::optional<ShardRange> width;
+    if (parallel.is_parallel()) {
+      width = even_shard(moe.shared_expert_intermediate_size, rank, size);
+    }
     LOCUS_ASSIGN_OR_RETURN(
         block.shared_experts_,
-        loader.gated_mlp(prefix + ".shared_experts", "gate_proj", "up_proj", "down_proj"));
+        loader.gated_mlp(prefix + ".shared_experts", "gate_proj", "up_proj", "down_proj", width));
   }
   block.routing_ = spec.routing;
   return block;

@@ -8,15 +8,19 @@
 
 #include "backend/ops.h"
 #include "model/arch/architecture.h"
+#include "model/parallel.h"
 #include "model/weight_loader.h"
 
 namespace locus {
 
 class MoeBlock {
  public:
-  // `layer_prefix` is "model.layers.<i>.".
+  // `layer_prefix` is "model.layers.<i>.". With tensor parallelism each rank holds a slice of
+  // every expert, with expert parallelism whole experts (model/parallel.h); either way the
+  // output is this rank's share of a sum over the ranks.
   static Expected<MoeBlock> load(WeightLoader& loader, const ArchitectureSpec& spec,
-                                 const std::string& layer_prefix);
+                                 const std::string& layer_prefix,
+                                 const ModelParallel& parallel = {});
 
   // x [T, hidden] -> [T, hidden].
   Expected<Tensor> forward(Ops& ops, const Tensor& x) const;

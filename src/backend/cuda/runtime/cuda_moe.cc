@@ -149,6 +149,12 @@ Expected<Tensor> CudaBackend::expert_pointer_table(std::span<const ExpertWeights
   std::vector<uint64_t> ptrs(3 * e);
   for (size_t i = 0; i < e; ++i) {
     const ExpertWeights& w = experts[i];
+    if (!w.gate.weight.defined()) {
+      return unsupported(fmt::format(
+          "moe_experts on cuda: expert {} is on another rank, and the CUDA expert kernels do not "
+          "skip remote experts yet (expert parallelism runs on the CPU backend only)",
+          i));
+    }
     for (const LinearWeight* lw : {&w.gate, &w.up, &w.down}) {
       if (!on_cuda(lw->weight) || lw->weight.dtype() != DType::kBF16 ||
           !lw->weight.is_contiguous()) {

@@ -1,0 +1,46 @@
+// How one rank's model is cut out of the whole (Megatron-style tensor parallelism, vLLM's names):
+//  - attention: each rank owns num_heads / tp query heads and their KV heads (a KV head is
+//    replicated on tp / kv_heads ranks when there are fewer KV heads than ranks); q/k/v are
+//    column-parallel, o_proj row-parallel;
+//  - dense MLPs and shared experts: gate/up column-parallel, down row-parallel;
+//  - routed experts: split the same way (every rank holds a slice of every expert), or with
+//    expert parallelism whole experts spread over the ranks (linear: contiguous ranges;
+//    round_robin: expert e on rank e % size);
+//  - lm_head: vocab-parallel, the logits gathered; the embedding table is replicated;
+//  - norms, routers and correction biases are replicated.
+// Row-parallel outputs are partial sums: the model all-reduces the attention output and the
+// MLP / MoE output once per layer (the routed and shared experts' shares together).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "dist/communicator.h"
+#include "io/model_config.h"
+
+namespace locus {
+
+enum class ExpertPlacement : uint8_t { kLinear, kRoundRobin };
+
+Expected<ExpertPlacement> parse_expert_placement(const std::string& name);
+
+struct ModelParallel {
+  Communicator* tp = nullptr;  // the tensor-parallel group; null = one rank. Outlives the model.
+  bool expert_parallel = false;
+  ExpertPlacement placement = ExpertPlacement::kLinear;
+
+  int rank() const { return tp != nullptr ? tp->rank() : 0; }
+  int size() const { return tp != nullptr ? tp->size() : 1; }
+  bool is_parallel() const { return size() > 1; }
+  // Whether routed expert `e` of `num_experts` lives on this rank.
+  bool owns_expert(int64_t e, int64_t num_experts) const;
+  // The KV heads this rank holds: [start, start + length).
+  ShardRange kv_heads(int64_t num_kv_heads) const;
+
+  // Whether `config` splits this way: every split dimension divides evenly. The message names
+  // the dimension and the flag.
+  Status check(const ModelConfig& config) const;
+};
+
+}  // namespace locus

@@ -1,0 +1,211 @@
+// Tensor and expert parallelism on the fixtures: 2 or 4 ranks, one thread each over the
+// in-process communicator, must give the logits of one rank (relative L2 < 1e-5: only the
+// order of f32 sums differs) and the same greedy tokens; every rank returns the same logits
+// (the all-reduce and gather are deterministic). Splits a model cannot take fail with a message
+// that names the dimension.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "dist/fake_communicator.h"
+#include "model/weight_source.h"
+#include "unit/forward_test_util.h"
+#include "unit/ops_test_util.h"
+
+namespace locus {
+namespace {
+
+struct Split {
+  int ranks = 1;
+  bool expert_parallel = false;
+  ExpertPlacement placement = ExpertPlacement::kLinear;
+  std::string name() const {
+    if (!expert_parallel) return "tp" + std::to_string(ranks);
+    return "ep" + std::to_string(ranks) +
+           (placement == ExpertPlacement::kRoundRobin ? "_round_robin" : "");
+  }
+};
+
+struct Case {
+  std::string fixture;
+  Split split;
+};
+
+std::vector<Case> cases() {
+  const std::vector<std::string> fixtures = {"qwen3-moe",  "mixtral",        "glm4-moe",
+                                             "minimax-m2", "deepseek-v3",    "deepseek-v2",
+                                             "kimi-k2",    "deepseek-v3-fp8"};
+  const std::vector<Split> splits = {
+      {2, false}, {4, false}, {2, true}, {4, true}, {4, true, ExpertPlacement::kRoundRobin}};
+  std::vector<Case> out;
+  for (const auto& f : fixtures)
+    for (const auto& s : splits)
+      out.push_back({f, s});
+  return out;
+}
+
+// What one run of the fixture's prompts produced.
+struct Outputs {
+  std::vector<std::vector<float>> batched;  // all prompts prefilled in one batch
+  std::vector<std::vector<float>> chunked;  // in chunks of 5
+  testing::Prompts greedy;
+  std::vector<std::vector<float>> greedy_logits;
+};
+
+Outputs run(Model& model, const testing::Goldens& g) {
+  size_t longest = 0;
+  for (size_t i = 0; i < g.prompts.size(); ++i)
+    longest = std::max(longest, g.prompts[i].size() + g.greedy[i].size());
+  testing::Driver driver{model, 16, static_cast<int64_t>(longest)};
+  Outputs o;
+  o.batched = driver.prefill_logits(g.prompts, 0);
+  o.chunked = driver.prefill_logits(g.prompts, 5);
+  o.greedy = driver.greedy(g.prompts, static_cast<int64_t>(g.greedy[0].size()), &o.greedy_logits);
+  return o;
+}
+
+double max_rel_l2(const std::vector<std::vector<float>>& got,
+                  const std::vector<std::vector<float>>& want) {
+  double worst = 0.0;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    EXPECT_EQ(got[i].size(), want[i].size()) << "prompt " << i;
+    if (got[i].size() == want[i].size()) worst = std::max(worst, testing::rel_l2(got[i], want[i]));
+  }
+  return worst;
+}
+
+class ParallelForward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ParallelForward, MatchesOneRank) {
+  const Case c = GetParam();
+  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / c.fixture;
+  auto config = load_model_config(dir);
+  ASSERT_TRUE(config.has_value()) << config.status().to_string();
+  auto weights = CheckpointWeights::open(dir);
+  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
+  const testing::Goldens g = testing::load_goldens(dir);
+  ASSERT_FALSE(g.prompts.empty());
+
+  // A split the model's shapes do not allow must say so, before any weight is read.
+  auto group = FakeGroup::create(c.split.ranks, std::chrono::seconds(60));
+  {
+    auto comm = group->communicator(0);
+    ModelParallel parallel{comm.get(), c.split.expert_parallel, c.split.placement};
+    const Status allowed = parallel.check(*config);
+    if (!allowed.is_ok()) {
+      EXPECT_NE(allowed.to_string().find("does not split evenly"), std::string::npos)
+          << allowed.to_string();
+      CpuBackend backend;
+      auto refused = Model::load(*config, **weights, backend, parallel);
+      ASSERT_FALSE(refused.has_value());
+      std::printf("[parallel] %-16s %-16s refused: %s\n", c.fixture.c_str(), c.split.name().c_str(),
+                  allowed.to_string().c_str());
+      return;
+    }
+  }
+
+  CpuBackend one_backend;
+  auto one = Model::load(*config, **weights, one_backend);
+  ASSERT_TRUE(one.has_value()) << one.status().to_string();
+  const Outputs want = run(**one, g);
+
+  std::vector<Outputs> got(static_cast<size_t>(c.split.ranks));
+  std::vector<std::string> load_errors(static_cast<size_t>(c.split.ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.split.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = group->communicator(r);
+      CpuBackend backend;
+      ModelParallel parallel{comm.get(), c.split.expert_parallel, c.split.placement};
+      auto model = Model::load(*config, **weights, backend, parallel);
+      if (!model) {
+        load_errors[static_cast<size_t>(r)] = model.status().to_string();
+        group->abort("rank " + std::to_string(r) + " failed to load");
+        return;
+      }
+      got[static_cast<size_t>(r)] = run(**model, g);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (int r = 0; r < c.split.ranks; ++r)
+    ASSERT_EQ(load_errors[static_cast<size_t>(r)], "") << "rank " << r;
+
+  const Outputs& rank0 = got[0];
+  const double batched = max_rel_l2(rank0.batched, want.batched);
+  const double chunked = max_rel_l2(rank0.chunked, want.chunked);
+  const double greedy_logits = max_rel_l2(rank0.greedy_logits, want.greedy_logits);
+  EXPECT_LT(batched, 1e-5);
+  EXPECT_LT(chunked, 1e-5);
+  EXPECT_LT(greedy_logits, 1e-5);
+  EXPECT_EQ(rank0.greedy, want.greedy);
+  EXPECT_EQ(rank0.greedy, g.greedy) << "the transformers greedy continuation";
+  for (int r = 1; r < c.split.ranks; ++r) {
+    const Outputs& o = got[static_cast<size_t>(r)];
+    EXPECT_EQ(o.batched, rank0.batched) << "rank " << r;
+    EXPECT_EQ(o.chunked, rank0.chunked) << "rank " << r;
+    EXPECT_EQ(o.greedy, rank0.greedy) << "rank " << r;
+  }
+  std::printf(
+      "[parallel] %-16s %-16s logits rel L2 vs one rank: batched %.2e, chunked %.2e, decode "
+      "%.2e; greedy %s\n",
+      c.fixture.c_str(), c.split.name().c_str(), batched, chunked, greedy_logits,
+      rank0.greedy == want.greedy ? "identical" : "DIFFER");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelForward, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           std::string n =
+                               param_info.param.fixture + "_" + param_info.param.split.name();
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Expert placement: every expert on exactly one rank, linear ranges in order, round robin by
+// remainder, uneven counts spread one extra expert over the first ranks.
+TEST(ModelParallel, ExpertPlacementCoversEveryExpertOnce) {
+  for (ExpertPlacement placement : {ExpertPlacement::kLinear, ExpertPlacement::kRoundRobin}) {
+    for (int ranks : {2, 3, 4}) {
+      auto group = FakeGroup::create(ranks);
+      std::vector<std::unique_ptr<Communicator>> comms;
+      for (int r = 0; r < ranks; ++r)
+        comms.push_back(group->communicator(r));
+      const int64_t experts = 10;
+      std::vector<int> owner(experts, -1);
+      for (int r = 0; r < ranks; ++r) {
+        ModelParallel p{comms[static_cast<size_t>(r)].get(), true, placement};
+        for (int64_t e = 0; e < experts; ++e) {
+          if (!p.owns_expert(e, experts)) continue;
+          EXPECT_EQ(owner[static_cast<size_t>(e)], -1) << "expert " << e << " on two ranks";
+          owner[static_cast<size_t>(e)] = r;
+        }
+      }
+      for (int64_t e = 0; e < experts; ++e) {
+        const int want = placement == ExpertPlacement::kRoundRobin ? static_cast<int>(e % ranks)
+                                                                   : -2;  // checked below
+        if (want >= 0) {
+          EXPECT_EQ(owner[static_cast<size_t>(e)], want) << e;
+        }
+        EXPECT_GE(owner[static_cast<size_t>(e)], 0) << "expert " << e << " on no rank";
+      }
+      if (placement == ExpertPlacement::kLinear) {
+        EXPECT_TRUE(std::is_sorted(owner.begin(), owner.end()));
+        // 10 experts over 4 ranks: 3, 3, 2, 2.
+        if (ranks == 4) {
+          EXPECT_EQ(owner, (std::vector<int>{0, 0, 0, 1, 1, 1, 2, 2, 3, 3}));
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(parse_expert_placement("round_robin").has_value());
+  EXPECT_FALSE(parse_expert_placement("random").has_value());
+}
+
+}  // namespace
+}  // namespace locus
