@@ -12,13 +12,13 @@ Expected<ExpertPlacement> parse_expert_placement(const std::string& name) {
 }
 
 bool ModelParallel::owns_expert(int64_t e, int64_t num_experts) const {
-  if (!expert_parallel || !is_parallel()) return true;
-  const int64_t n = size();
-  if (placement == ExpertPlacement::kRoundRobin) return e % n == rank();
+  if (!expert_parallel || expert_size() <= 1) return true;
+  const int64_t n = expert_size();
+  if (placement == ExpertPlacement::kRoundRobin) return e % n == expert_rank();
   // Linear: contiguous ranges, the first `num_experts % n` ranks one expert longer.
   const int64_t base = num_experts / n;
   const int64_t extra = num_experts % n;
-  const int64_t r = rank();
+  const int64_t r = expert_rank();
   const int64_t start = r * base + std::min(r, extra);
   const int64_t length = base + (r < extra ? 1 : 0);
   return e >= start && e < start + length;
@@ -32,6 +32,25 @@ ShardRange ModelParallel::kv_heads(int64_t num_kv_heads) const {
 }
 
 Status ModelParallel::check(const ModelConfig& config) const {
+  if (is_data_parallel()) {
+    if (is_parallel()) {
+      return unsupported(fmt::format(
+          "{}: tensor parallelism inside data-parallel ranks (--tensor-parallel-size {} with "
+          "--data-parallel-size {}) is not built yet",
+          config.source_name, size(), dp->size()));
+    }
+    if (!expert_parallel) {
+      return invalid_argument(fmt::format(
+          "{}: data-parallel ranks share experts only with --enable-expert-parallel",
+          config.source_name));
+    }
+    if (config.moe.num_experts < dp->size()) {
+      return invalid_argument(fmt::format(
+          "{}: {} routed experts cannot be spread over {} data-parallel ranks", config.source_name,
+          config.moe.num_experts, dp->size()));
+    }
+    return Status::ok();
+  }
   if (!is_parallel()) return Status::ok();
   const int n = size();
   auto divides = [&](int64_t value, const char* what) -> Status {

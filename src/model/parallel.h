@@ -10,6 +10,13 @@
 //  - norms, routers and correction biases are replicated.
 // Row-parallel outputs are partial sums: the model all-reduces the attention output and the
 // MLP / MoE output once per layer (the routed and shared experts' shares together).
+//
+// Data parallelism with expert parallelism (DP attention + EP MoE, DeepSeek's serving layout):
+// each data-parallel rank runs the whole attention on its own sequences, and the routed experts
+// are spread over the `dp` group. Each MoE layer gathers every rank's tokens (padded to the
+// longest rank's count), runs this rank's experts on all of them and reduce-scatters the sums
+// back (the allgather_reducescatter backend); shared experts run on the rank's own tokens.
+// Every rank of the group must then run a forward for every step, with at least one token.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +36,17 @@ struct ModelParallel {
   Communicator* tp = nullptr;  // the tensor-parallel group; null = one rank. Outlives the model.
   bool expert_parallel = false;
   ExpertPlacement placement = ExpertPlacement::kLinear;
+  // The data-parallel ranks that share the experts; null = none. Tensor parallelism inside a
+  // data-parallel rank is not combined with it yet (tp must be null or of size 1).
+  Communicator* dp = nullptr;
 
   int rank() const { return tp != nullptr ? tp->rank() : 0; }
   int size() const { return tp != nullptr ? tp->size() : 1; }
   bool is_parallel() const { return size() > 1; }
+  bool is_data_parallel() const { return dp != nullptr && dp->size() > 1; }
+  // The ranks the routed experts are spread over: the dp group, else the tp group.
+  int expert_rank() const { return is_data_parallel() ? dp->rank() : rank(); }
+  int expert_size() const { return is_data_parallel() ? dp->size() : size(); }
   // Whether routed expert `e` of `num_experts` lives on this rank.
   bool owns_expert(int64_t e, int64_t num_experts) const;
   // The KV heads this rank holds: [start, start + length).

@@ -1,4 +1,4 @@
-// Tensor and expert parallelism on the fixtures: 2 or 4 ranks, one thread each over the
+// Tensor, expert and data parallelism on the fixtures: 2 or 4 ranks, one thread each over the
 // in-process communicator, must give the logits of one rank (relative L2 < 1e-5: only the
 // order of f32 sums differs) and the same greedy tokens; every rank returns the same logits
 // (the all-reduce and gather are deterministic). Splits a model cannot take fail with a message
@@ -166,6 +166,99 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelForward, ::testing::ValuesIn(cases())
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// DP attention + EP MoE: each data-parallel rank prefills and decodes its own prompts (prompt i
+// on rank i % ranks, so the ranks' token counts differ and the MoE gather pads), and the experts
+// are spread over the ranks. Each rank's logits must be one rank's for the same prompts. The
+// ranks step together: one whole-prompt prefill, then one decode step per token.
+class DataParallelForward : public ::testing::TestWithParam<std::pair<std::string, int>> {};
+
+TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
+  const auto [fixture, ranks] = GetParam();
+  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
+  auto config = load_model_config(dir);
+  ASSERT_TRUE(config.has_value()) << config.status().to_string();
+  auto weights = CheckpointWeights::open(dir);
+  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
+  const testing::Goldens g = testing::load_goldens(dir);
+  ASSERT_GE(g.prompts.size(), static_cast<size_t>(ranks));
+
+  CpuBackend one_backend;
+  auto one = Model::load(*config, **weights, one_backend);
+  ASSERT_TRUE(one.has_value()) << one.status().to_string();
+  const Outputs want = run(**one, g);
+
+  auto group = FakeGroup::create(ranks, std::chrono::seconds(60));
+  std::vector<std::vector<size_t>> mine(static_cast<size_t>(ranks));
+  for (size_t i = 0; i < g.prompts.size(); ++i)
+    mine[i % static_cast<size_t>(ranks)].push_back(i);
+  std::vector<Outputs> got(static_cast<size_t>(ranks));
+  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = group->communicator(r);
+      CpuBackend backend;
+      ModelParallel parallel;
+      parallel.expert_parallel = true;
+      parallel.dp = comm.get();
+      auto model = Model::load(*config, **weights, backend, parallel);
+      if (!model) {
+        errors[static_cast<size_t>(r)] = model.status().to_string();
+        group->abort("rank " + std::to_string(r) + " failed to load");
+        return;
+      }
+      testing::Goldens own;
+      for (size_t i : mine[static_cast<size_t>(r)]) {
+        own.prompts.push_back(g.prompts[i]);
+        own.greedy.push_back(g.greedy[i]);
+      }
+      size_t longest = 0;
+      for (size_t i = 0; i < g.prompts.size(); ++i)
+        longest = std::max(longest, g.prompts[i].size() + g.greedy[i].size());
+      testing::Driver driver{**model, 16, static_cast<int64_t>(longest)};
+      Outputs& o = got[static_cast<size_t>(r)];
+      o.batched = driver.prefill_logits(own.prompts, 0);
+      o.greedy = driver.greedy(own.prompts, static_cast<int64_t>(g.greedy[0].size()),
+                               &o.greedy_logits);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  double worst = 0.0;
+  for (int r = 0; r < ranks; ++r) {
+    ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    const Outputs& o = got[static_cast<size_t>(r)];
+    const auto& idx = mine[static_cast<size_t>(r)];
+    ASSERT_EQ(o.batched.size(), idx.size()) << "rank " << r;
+    ASSERT_EQ(o.greedy.size(), idx.size()) << "rank " << r;
+    for (size_t j = 0; j < idx.size(); ++j) {
+      const size_t i = idx[j];
+      const double prefill = testing::rel_l2(o.batched[j], want.batched[i]);
+      const double decode = testing::rel_l2(o.greedy_logits[j], want.greedy_logits[i]);
+      EXPECT_LT(prefill, 1e-5) << "rank " << r << " prompt " << i;
+      EXPECT_LT(decode, 1e-5) << "rank " << r << " prompt " << i;
+      worst = std::max({worst, prefill, decode});
+      EXPECT_EQ(o.greedy[j], g.greedy[i]) << "rank " << r << " prompt " << i;
+    }
+  }
+  std::printf("[parallel] %-16s dp%d+ep          logits rel L2 vs one rank: %.2e\n",
+              fixture.c_str(), ranks, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, DataParallelForward,
+    ::testing::Values(std::pair<std::string, int>{"qwen3-moe", 2},
+                      std::pair<std::string, int>{"qwen3-moe", 4},
+                      std::pair<std::string, int>{"deepseek-v3", 2},
+                      std::pair<std::string, int>{"deepseek-v3-fp8", 4},
+                      std::pair<std::string, int>{"minimax-m2", 2},
+                      std::pair<std::string, int>{"kimi-k2", 4}),
+    [](const ::testing::TestParamInfo<std::pair<std::string, int>>& param_info) {
+      std::string n = param_info.param.first + "_dp" + std::to_string(param_info.param.second);
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 // Expert placement: every expert on exactly one rank, linear ranges in order, round robin by
 // remainder, uneven counts spread one extra expert over the first ranks.

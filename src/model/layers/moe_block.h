@@ -34,7 +34,11 @@ class MoeBlock {
   std::vector<ExpertWeights> experts_;
   std::optional<ExpertWeights> shared_experts_;
   Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const;
+  // The routed experts' output for this rank's tokens x when the experts are spread over
+  // data-parallel ranks: gather every rank's tokens, run the local experts, reduce-scatter.
+  Expected<Tensor> run_data_parallel(Ops& ops, const Tensor& x) const;
   MoeRouting routing_;
+  Communicator* dp_ = nullptr;
 };
 
 }  // namespace locus
