@@ -45,7 +45,7 @@ Expected<LatencyResult> run_latency(ModelEngine& me, const LatencyOptions& o, in
   if (o.input_len <= 0 || o.output_len <= 1 || batch_size <= 0) {
     return invalid_argument("bench latency: input_len >= 1, output_len >= 2 and batch size >= 1");
   }
-  LLMEngine& engine = *me.engine;
+  EngineClient& engine = *me.engine;
   std::mt19937_64 rng(o.seed ^ (static_cast<uint64_t>(batch_size) << 32));
   const int64_t vocab = std::min<int64_t>(me.config.vocab_size, 1 << 30);
   std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(vocab - 1));

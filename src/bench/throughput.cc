@@ -26,7 +26,7 @@ Expected<ThroughputResult> run_throughput(ModelEngine& me, const ThroughputOptio
   ro.id_high = static_cast<int32_t>(std::min<int64_t>(me.config.vocab_size, 1 << 30));
   std::vector<loadgen::BenchRequest> requests = loadgen::random_dataset(ro);
 
-  LLMEngine& engine = *me.engine;
+  EngineClient& engine = *me.engine;
   const int64_t max_len = engine.config().scheduler.max_model_len;
   ThroughputResult r;
   std::vector<std::shared_ptr<RequestStream>> streams;

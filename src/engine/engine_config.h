@@ -22,6 +22,9 @@ struct EngineConfig {
   // More end-of-sequence ids (generation_config.json lists several for chat models): added
   // to each request's stop_token_ids unless it sets ignore_eos.
   std::vector<int32_t> extra_eos_token_ids;
+  // The engine's first request id: data-parallel replicas start theirs far apart
+  // (DataParallelEngine) so that an id names its replica.
+  uint64_t first_request_id = 1;
 };
 
 }  // namespace locus

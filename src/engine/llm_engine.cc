@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -29,6 +30,7 @@ LLMEngine::LLMEngine(const EngineConfig& config, std::unique_ptr<EngineCore> cor
     : config_(config),
       vocab_size_(core->model_runner().vocab_size()),
       core_(std::move(core)),
+      next_request_id_(std::max<uint64_t>(config.first_request_id, 1)),
       processor_(std::move(detokenizer_factory)) {
   engine_thread_ = std::thread([this] { engine_loop(); });
   output_thread_ = std::thread([this] { output_loop(); });
@@ -134,31 +136,6 @@ void LLMEngine::abort(RequestId request_id) {
     commands.push_back(std::move(c));
     send_commands(std::move(commands));
   }
-}
-
-Expected<std::vector<RequestResult>> LLMEngine::generate(
-    const std::vector<std::vector<int32_t>>& prompts, const SamplingParams& params) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& prompt : prompts) {
-    auto stream = add_request(prompt, params);
-    if (!stream) {
-      for (auto& s : streams)
-        abort(s->request_id());
-      return stream.error();
-    }
-    streams.push_back(std::move(*stream));
-  }
-  std::vector<RequestResult> results;
-  for (auto& s : streams) {
-    auto r = s->collect();
-    if (!r) {
-      for (auto& other : streams)
-        abort(other->request_id());  // finished ones are ignored
-      return r.error();
-    }
-    results.push_back(std::move(*r));
-  }
-  return results;
 }
 
 Status LLMEngine::health() {

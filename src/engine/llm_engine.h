@@ -18,59 +18,36 @@
 
 #include "core/status.h"
 #include "engine/detokenizer.h"
+#include "engine/engine_client.h"
 #include "engine/engine_core.h"
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
 
 namespace locus {
 
-struct RequestOptions {
-  int priority = 0;        // lower runs first under the priority policy
-  std::string cache_salt;  // requests share cached prefixes only with equal salts
-};
-
-struct EngineStats {
-  SchedulerStats scheduler;
-  uint64_t num_steps = 0;
-  uint64_t num_generated_tokens = 0;
-};
-
-class LLMEngine {
+class LLMEngine final : public EngineClient {
  public:
   // Builds the EngineCore (sizing the KV cache) and starts both threads.
   static Expected<std::unique_ptr<LLMEngine>> create(const EngineConfig& config,
                                                      std::unique_ptr<ModelRunner> runner,
                                                      DetokenizerFactory detokenizer_factory = {});
-  ~LLMEngine();  // shutdown()
+  ~LLMEngine() override;  // shutdown()
   LLMEngine(const LLMEngine&) = delete;
   LLMEngine& operator=(const LLMEngine&) = delete;
 
-  // Validates at once (a bad request is an error here, never a failed stream), then queues
-  // the request; n > 1 runs as n sequences that share the prompt's cached prefix. Child i gets
-  // seed + i when a seed is given (vLLM).
+  // EngineClient (see engine_client.h for the contracts).
+  using EngineClient::add_request;
   Expected<std::shared_ptr<RequestStream>> add_request(std::vector<int32_t> prompt_token_ids,
                                                        SamplingParams params,
-                                                       RequestOptions options = {});
-
-  // Cancels a request: its stream gets a final delta with finish_reason abort at once, and the
-  // engine frees its blocks before the next step. Unknown or finished ids are ignored.
-  void abort(RequestId request_id);
-
-  // Runs prompts to completion (the offline path of `locus generate`).
-  Expected<std::vector<RequestResult>> generate(const std::vector<std::vector<int32_t>>& prompts,
-                                                const SamplingParams& params);
-
-  EngineStats stats() const;
-  // ok while the engine runs; the error that killed it (or "shutting down") afterwards.
-  Status health();
-  // Requests added and not yet finished (waiting, running or draining to their streams).
-  int num_unfinished_requests();
-  int vocab_size() const { return vocab_size_; }
-  const EngineConfig& config() const { return config_; }
-
-  // Stops both threads; streams still open get a resource_exhausted "shutting down" error.
-  // Idempotent.
-  void shutdown();
+                                                       RequestOptions options) override;
+  void abort(RequestId request_id) override;
+  EngineStats stats() const override;
+  Status health() override;
+  int num_unfinished_requests() override;
+  int vocab_size() const override { return vocab_size_; }
+  const EngineConfig& config() const override { return config_; }
+  // Stops both threads.
+  void shutdown() override;
 
   // Seconds on the steady clock used for request metrics.
   static double now();

@@ -10,6 +10,7 @@
 #include "backend/device.h"
 #include "core/logging.h"
 #include "dist/fake_communicator.h"
+#include "engine/data_parallel_engine.h"
 #include "engine/parallel_model_runner.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/forward_batch.h"
@@ -88,10 +89,21 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   if (tp < 1) {
     return invalid_argument(fmt::format("--tensor-parallel-size {} must be at least 1", tp));
   }
-  if (options.data_parallel_size != 1) {
+  const int dp = options.data_parallel_size;
+  if (dp < 1) {
+    return invalid_argument(fmt::format("--data-parallel-size {} must be at least 1", dp));
+  }
+  if (dp > 1 && on_gpu) {
     return unsupported(fmt::format(
-        "--data-parallel-size {}: data parallelism is not built yet; run one server per replica",
-        options.data_parallel_size));
+        "--data-parallel-size {} on GPUs needs one GPU per replica, which is not built yet; "
+        "--device cpu runs the replicas on the CPU backend",
+        dp));
+  }
+  if (dp > 1 && options.enable_expert_parallel) {
+    return unsupported(fmt::format(
+        "--data-parallel-size {} with --enable-expert-parallel (DP attention + EP MoE): the "
+        "model runs it, but the engine's lockstep across replicas is not built yet",
+        dp));
   }
   if (auto placement = parse_expert_placement(options.expert_placement); !placement) {
     return placement.status();
@@ -166,6 +178,21 @@ Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
   return out;
 }
 
+// Data-parallel replicas after the first: the same model on its own CPU backend(s).
+Expected<std::unique_ptr<ModelRunner>> open_cpu_replica(const ModelEngineOptions& options) {
+  if (options.tensor_parallel_size > 1) {
+    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(options));
+    return std::unique_ptr<ModelRunner>(std::move(p.runner));
+  }
+  LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend(options));
+  LOCUS_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(options.model_dir, options.load_format,
+                                                        *ops, options.weight_seed));
+  LOCUS_ASSIGN_OR_RETURN(
+      auto local,
+      LocalModelRunner::create(std::move(ops), std::move(loaded.model), options.block_size));
+  return std::unique_ptr<ModelRunner>(std::move(local));
+}
+
 #ifdef LOCUS_HAS_CUDA
 // vLLM's profile run: one forward of the largest step the scheduler may build
 // (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache,
@@ -209,13 +236,21 @@ Expected<uint64_t> profile_activation_peak(CudaBackend& gpu, Model& model,
 
 Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   ModelEngine out;
+  // With data parallelism each replica gets its share of the CPU cores.
+  ModelEngineOptions replica_options = options;
+  if (options.data_parallel_size > 1) {
+    const int cores = options.cpu_threads > 0
+                          ? options.cpu_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    replica_options.cpu_threads = std::max(1, cores / options.data_parallel_size);
+  }
   LOCUS_ASSIGN_OR_RETURN(out.generation, load_generation_config(options.model_dir));
   if (options.load_tokenizer) {
     LOCUS_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(options.model_dir));
     out.tokenizer = std::move(tokenizer);
   }
 
-  LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> backend, make_backend(options));
+  LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> backend, make_backend(replica_options));
   out.backend_name = backend->name();
   out.on_gpu = !backend->device().is_cpu();
   LOCUS_ASSIGN_OR_RETURN(out.attention_backend,
@@ -229,7 +264,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   LoadedModel loaded;
   std::unique_ptr<ParallelModelRunner> parallel_runner;
   if (options.tensor_parallel_size > 1) {
-    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(options));
+    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(replica_options));
     loaded.config = std::move(p.config);
     loaded.weights_description = std::move(p.weights_description);
     parallel_runner = std::move(p.runner);
@@ -341,8 +376,29 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
 
   DetokenizerFactory detokenizers;
   if (out.tokenizer) detokenizers = make_tokenizer_detokenizer_factory(*out.tokenizer);
-  LOCUS_ASSIGN_OR_RETURN(out.engine,
-                         LLMEngine::create(config, std::move(runner), std::move(detokenizers)));
+  out.data_parallel_size = options.data_parallel_size;
+  if (options.data_parallel_size == 1) {
+    LOCUS_ASSIGN_OR_RETURN(out.engine,
+                           LLMEngine::create(config, std::move(runner), std::move(detokenizers)));
+    return out;
+  }
+  // Data-parallel replicas: the one above, then the others alike, each with its own KV pool.
+  std::vector<std::unique_ptr<LLMEngine>> replicas;
+  for (int r = 0; r < options.data_parallel_size; ++r) {
+    if (r > 0) {
+      auto more = open_cpu_replica(replica_options);
+      if (!more) return more.status().with_context(fmt::format("data-parallel replica {}", r));
+      runner = std::move(*more);
+    }
+    config.first_request_id = DataParallelEngine::first_request_id(r);
+    LOCUS_ASSIGN_OR_RETURN(auto engine, LLMEngine::create(config, std::move(runner), detokenizers));
+    replicas.push_back(std::move(engine));
+  }
+  log::info("{} data-parallel replicas on the CPU, {} KV blocks each", replicas.size(),
+            config.num_kv_blocks);
+  LOCUS_ASSIGN_OR_RETURN(
+      out.engine,
+      DataParallelEngine::create(std::move(replicas), options.block_size, config.num_kv_blocks));
   return out;
 }
 

@@ -54,7 +54,9 @@ struct ModelEngineOptions {
   // (model/parallel.h); --enable-expert-parallel spreads whole experts over them instead of
   // splitting each (--expert-placement-strategy linear | round_robin). The CPU runs the ranks
   // as threads over the in-process communicator; GPUs need the NCCL communicator (not built
-  // yet). --data-parallel-size and the all-to-all backends are not built yet either.
+  // yet). --data-parallel-size runs replicas behind a prefix-aware balancer (CPU only, not
+  // combined with expert parallelism yet); the naive / low_latency all-to-all backends are not
+  // built yet.
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string expert_placement = "linear";
@@ -77,11 +79,13 @@ struct ModelEngine {
   std::string weights_description;
   int num_kv_blocks = 0;
   int64_t kv_cache_bytes = 0;
-  std::unique_ptr<LLMEngine> engine;
+  // One LLMEngine, or DataParallelEngine over --data-parallel-size replicas.
+  std::unique_ptr<EngineClient> engine;
   // The engine's model runner (owned by `engine`; rank 0's with tensor parallelism), for step
   // counters.
   const LocalModelRunner* runner = nullptr;
   int tensor_parallel_size = 1;
+  int data_parallel_size = 1;
 
   // Sampling defaults from generation_config.json (vLLM --generation-config auto): temperature,
   // top_p, top_k, min_p, repetition_penalty, max_new_tokens.

@@ -40,14 +40,14 @@ Status ModelParallel::check(const ModelConfig& config) const {
           config.source_name, size(), dp->size()));
     }
     if (!expert_parallel) {
-      return invalid_argument(fmt::format(
-          "{}: data-parallel ranks share experts only with --enable-expert-parallel",
-          config.source_name));
+      return invalid_argument(
+          fmt::format("{}: data-parallel ranks share experts only with --enable-expert-parallel",
+                      config.source_name));
     }
     if (config.moe.num_experts < dp->size()) {
-      return invalid_argument(fmt::format(
-          "{}: {} routed experts cannot be spread over {} data-parallel ranks", config.source_name,
-          config.moe.num_experts, dp->size()));
+      return invalid_argument(
+          fmt::format("{}: {} routed experts cannot be spread over {} data-parallel ranks",
+                      config.source_name, config.moe.num_experts, dp->size()));
     }
     return Status::ok();
   }

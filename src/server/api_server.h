@@ -1,8 +1,8 @@
 // The OpenAI-compatible API of `locus serve`: the routes (/v1/chat/completions, /v1/completions,
-// /v1/models, /tokenize, /detokenize, /health, /version, /metrics) glued to one LLMEngine. The
-// wire format lives in openai_protocol.h, the HTTP mechanics in http_server.h; this file owns
-// the request life: validate, template, tokenize, admit (or 503), stream deltas out, abort when
-// the client goes away.
+// /v1/models, /tokenize, /detokenize, /health, /version, /metrics) glued to one engine
+// (EngineClient). The wire format lives in openai_protocol.h, the HTTP mechanics in http_server.h;
+// this file owns the request life: validate, template, tokenize, admit (or 503), stream deltas out,
+// abort when the client goes away.
 #pragma once
 
 #include <atomic>
@@ -89,7 +89,7 @@ class ApiServer {
   Awaitable run_job(Job job, http::Responder& res);
 
   ModelEngine& model_;
-  LLMEngine& engine_;
+  EngineClient& engine_;
   const Tokenizer& tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   ApiServerOptions options_;

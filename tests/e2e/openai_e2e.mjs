@@ -321,31 +321,41 @@ await checks.run('a client that disconnects mid-stream frees its KV blocks', asy
   }
 });
 
-// Tensor parallelism on the CPU: two ranks as threads over the in-process communicator. Dummy
-// weights on the CPU are the whole model's slices, so the split server must answer like the
-// single-rank one. GPUs need the NCCL communicator, which does not exist yet: not run there.
+// Parallelism on the CPU: two tensor-parallel ranks as threads over the in-process
+// communicator, or two data-parallel replicas behind the balancer. Dummy weights on the CPU are
+// the whole model's slices, so either server must answer like the single-rank one. GPUs need the
+// NCCL communicator, which does not exist yet: not run there.
 if (args.device !== 'cuda') {
-  await checks.run('--tensor-parallel-size 2 answers like one rank', async () => {
-    const tp = await startServer(args.locus, modelDir, [
-      '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '8', '--cpu-openblas',
-      '--seed', '7', '-tp', '2']);
-    try {
-      const tpClient = new OpenAI({ apiKey: API_KEY, baseURL: `${tp.baseUrl}/v1`, maxRetries: 0 });
-      const ask = (c) => c.completions.create({
-        model: 'tiny', prompt: 'The capital of France is', max_tokens: 8, temperature: 0,
-        ignore_eos: true, logprobs: 3 });
-      const [one, two] = [await ask(client), await ask(tpClient)];
-      assertEq(two.choices[0].text, one.choices[0].text, 'greedy text');
-      const a = one.choices[0].logprobs.token_logprobs;
-      const b = two.choices[0].logprobs.token_logprobs;
-      for (let i = 0; i < a.length; ++i) {
-        assert(Math.abs(a[i] - b[i]) < 1e-3, `token ${i} logprob ${b[i]} vs one rank ${a[i]}`);
+  for (const flags of [['-tp', '2'], ['-dp', '2']]) {
+    await checks.run(`${flags.join(' ')} answers like one rank`, async () => {
+      const other = await startServer(args.locus, modelDir, [
+        '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '8', '--cpu-openblas',
+        '--seed', '7', ...flags]);
+      try {
+        const otherClient = new OpenAI({ apiKey: API_KEY, baseURL: `${other.baseUrl}/v1`,
+                                         maxRetries: 0 });
+        const ask = (c) => c.completions.create({
+          model: 'tiny', prompt: 'The capital of France is', max_tokens: 8, temperature: 0,
+          ignore_eos: true, logprobs: 3 });
+        const [one, two] = [await ask(client), await ask(otherClient)];
+        assertEq(two.choices[0].text, one.choices[0].text, 'greedy text');
+        const a = one.choices[0].logprobs.token_logprobs;
+        const b = two.choices[0].logprobs.token_logprobs;
+        for (let i = 0; i < a.length; ++i) {
+          assert(Math.abs(a[i] - b[i]) < 1e-3, `token ${i} logprob ${b[i]} vs one rank ${a[i]}`);
+        }
+        assertEq(two.usage.completion_tokens, 8, 'completion tokens');
+        // Several at once: each replica / the ranks together serve them all.
+        const many = await Promise.all(Array.from({ length: 6 }, (_, i) => otherClient.completions
+          .create({ model: 'tiny', prompt: `Question ${i}:`, max_tokens: 4, ignore_eos: true })));
+        for (const r of many) assertEq(r.usage.completion_tokens, 4, 'concurrent request');
+        const idle = await waitIdle(other.baseUrl);
+        assertEq(idle.value('vllm:num_requests_running'), 0, 'idle afterwards');
+      } finally {
+        await stopServer(other);
       }
-      assertEq(two.usage.completion_tokens, 8, 'completion tokens');
-    } finally {
-      await stopServer(tp);
-    }
-  });
+    });
+  }
 }
 
 await checks.run('500 concurrent streaming requests all complete', async () => {

@@ -219,8 +219,8 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       testing::Driver driver{**model, 16, static_cast<int64_t>(longest)};
       Outputs& o = got[static_cast<size_t>(r)];
       o.batched = driver.prefill_logits(own.prompts, 0);
-      o.greedy = driver.greedy(own.prompts, static_cast<int64_t>(g.greedy[0].size()),
-                               &o.greedy_logits);
+      o.greedy =
+          driver.greedy(own.prompts, static_cast<int64_t>(g.greedy[0].size()), &o.greedy_logits);
     });
   }
   for (auto& t : threads)
