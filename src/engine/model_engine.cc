@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "dist/fake_communicator.h"
 #include "engine/data_parallel_engine.h"
+#include "engine/lockstep_runner.h"
 #include "engine/parallel_model_runner.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/forward_batch.h"
@@ -99,11 +100,11 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
         "--device cpu runs the replicas on the CPU backend",
         dp));
   }
-  if (dp > 1 && options.enable_expert_parallel) {
+  if (dp > 1 && options.enable_expert_parallel && tp > 1) {
     return unsupported(fmt::format(
-        "--data-parallel-size {} with --enable-expert-parallel (DP attention + EP MoE): the "
-        "model runs it, but the engine's lockstep across replicas is not built yet",
-        dp));
+        "--tensor-parallel-size {} inside --data-parallel-size {} replicas that share experts "
+        "(--enable-expert-parallel) is not built yet; use --tensor-parallel-size 1",
+        tp, dp));
   }
   if (auto placement = parse_expert_placement(options.expert_placement); !placement) {
     return placement.status();
@@ -175,6 +176,49 @@ Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
       out.runner,
       ParallelModelRunner::create(std::move(comms), std::move(ranks),
                                   [group](const std::string& reason) { group->abort(reason); }));
+  return out;
+}
+
+// DP attention + EP MoE on the CPU: one replica per data-parallel rank, each a whole model
+// except for the experts, which are spread over the replicas; LockstepRunner keeps them stepping
+// together.
+struct LockstepLoad {
+  ModelConfig config;
+  std::string weights_description;
+  std::vector<std::unique_ptr<ModelRunner>> runners;
+  const LocalModelRunner* first = nullptr;
+};
+
+Expected<LockstepLoad> load_lockstep(const ModelEngineOptions& options) {
+  const int dp = options.data_parallel_size;
+  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
+                         parse_expert_placement(options.expert_placement));
+  std::shared_ptr<FakeGroup> comms = FakeGroup::create(dp, std::chrono::minutes(10));
+  auto rounds = std::make_shared<LockstepGroup>(dp);
+  LockstepLoad out;
+  for (int r = 0; r < dp; ++r) {
+    std::unique_ptr<Communicator> comm = comms->communicator(r);
+    LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend(options));
+    ModelParallel parallel;
+    parallel.expert_parallel = true;
+    parallel.placement = placement;
+    parallel.dp = comm.get();
+    auto loaded =
+        load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
+    if (!loaded) return loaded.status().with_context(fmt::format("data-parallel rank {}", r));
+    if (r == 0) {
+      out.config = loaded->config;
+      out.weights_description = loaded->weights_description;
+    }
+    LOCUS_ASSIGN_OR_RETURN(
+        auto local,
+        LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size));
+    if (r == 0) out.first = local.get();
+    out.runners.push_back(std::make_unique<LockstepRunner>(
+        std::move(comm), std::move(local), rounds, r,
+        [comms](const std::string& reason) { comms->abort(reason); }));
+  }
+  log::info("{} data-parallel ranks sharing experts (DP attention + EP MoE) on the CPU", dp);
   return out;
 }
 
@@ -263,7 +307,13 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   out.tensor_parallel_size = options.tensor_parallel_size;
   LoadedModel loaded;
   std::unique_ptr<ParallelModelRunner> parallel_runner;
-  if (options.tensor_parallel_size > 1) {
+  LockstepLoad lockstep;
+  if (options.data_parallel_size > 1 && options.enable_expert_parallel) {
+    LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep(replica_options));
+    loaded.config = lockstep.config;
+    loaded.weights_description = lockstep.weights_description;
+    backend.reset();  // each replica made its own
+  } else if (options.tensor_parallel_size > 1) {
     LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(replica_options));
     loaded.config = std::move(p.config);
     loaded.weights_description = std::move(p.weights_description);
@@ -343,7 +393,10 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   }
 #endif
   std::unique_ptr<ModelRunner> runner;
-  if (parallel_runner) {
+  if (!lockstep.runners.empty()) {
+    out.runner = lockstep.first;
+    runner = std::move(lockstep.runners.front());
+  } else if (parallel_runner) {
     out.runner = &parallel_runner->rank(0);
     runner = std::move(parallel_runner);
   } else {
@@ -385,7 +438,9 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   // Data-parallel replicas: the one above, then the others alike, each with its own KV pool.
   std::vector<std::unique_ptr<LLMEngine>> replicas;
   for (int r = 0; r < options.data_parallel_size; ++r) {
-    if (r > 0) {
+    if (r > 0 && !lockstep.runners.empty()) {
+      runner = std::move(lockstep.runners[static_cast<size_t>(r)]);
+    } else if (r > 0) {
       auto more = open_cpu_replica(replica_options);
       if (!more) return more.status().with_context(fmt::format("data-parallel replica {}", r));
       runner = std::move(*more);

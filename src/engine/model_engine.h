@@ -54,9 +54,9 @@ struct ModelEngineOptions {
   // (model/parallel.h); --enable-expert-parallel spreads whole experts over them instead of
   // splitting each (--expert-placement-strategy linear | round_robin). The CPU runs the ranks
   // as threads over the in-process communicator; GPUs need the NCCL communicator (not built
-  // yet). --data-parallel-size runs replicas behind a prefix-aware balancer (CPU only, not
-  // combined with expert parallelism yet); the naive / low_latency all-to-all backends are not
-  // built yet.
+  // yet). --data-parallel-size runs replicas behind a prefix-aware balancer (CPU only); with
+  // --enable-expert-parallel the replicas share their experts and step together
+  // (LockstepRunner). The naive / low_latency all-to-all backends are not built yet.
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string expert_placement = "linear";

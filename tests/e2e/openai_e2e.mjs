@@ -322,11 +322,12 @@ await checks.run('a client that disconnects mid-stream frees its KV blocks', asy
 });
 
 // Parallelism on the CPU: two tensor-parallel ranks as threads over the in-process
-// communicator, or two data-parallel replicas behind the balancer. Dummy weights on the CPU are
+// communicator, two data-parallel replicas behind the balancer, or two that share their experts
+// (DP attention + EP MoE, stepping together). Dummy weights on the CPU are
 // the whole model's slices, so either server must answer like the single-rank one. GPUs need the
 // NCCL communicator, which does not exist yet: not run there.
 if (args.device !== 'cuda') {
-  for (const flags of [['-tp', '2'], ['-dp', '2']]) {
+  for (const flags of [['-tp', '2'], ['-dp', '2'], ['-dp', '2', '--enable-expert-parallel']]) {
     await checks.run(`${flags.join(' ')} answers like one rank`, async () => {
       const other = await startServer(args.locus, modelDir, [
         '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '8', '--cpu-openblas',

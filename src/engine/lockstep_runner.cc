@@ -1,0 +1,111 @@
+#include "engine/lockstep_runner.h"
+
+#include <fmt/format.h>
+
+namespace locus {
+
+uint64_t LockstepGroup::claim_real(int r) {
+  std::lock_guard lock(mutex_);
+  uint64_t& claimed = claimed_[static_cast<size_t>(r)];
+  if (claimed == rounds_) ++rounds_;
+  ++claimed;
+  cv_.notify_all();
+  return claimed;
+}
+
+uint64_t LockstepGroup::claim_dummy(int r) {
+  std::unique_lock lock(mutex_);
+  uint64_t& claimed = claimed_[static_cast<size_t>(r)];
+  cv_.wait(lock, [&] { return stopped_ || claimed < rounds_; });
+  if (stopped_) return 0;
+  return ++claimed;
+}
+
+bool LockstepGroup::wait_turn(int r, uint64_t step) {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return stopped_ || done_[static_cast<size_t>(r)] + 1 == step; });
+  return !stopped_;
+}
+
+void LockstepGroup::finish(int r, uint64_t step) {
+  std::lock_guard lock(mutex_);
+  done_[static_cast<size_t>(r)] = step;
+  cv_.notify_all();
+}
+
+void LockstepGroup::stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+  cv_.notify_all();
+}
+
+LockstepRunner::LockstepRunner(std::unique_ptr<Communicator> comm,
+                               std::unique_ptr<LocalModelRunner> inner,
+                               std::shared_ptr<LockstepGroup> group, int replica,
+                               std::function<void(const std::string&)> abort_group)
+    : comm_(std::move(comm)),
+      inner_(std::move(inner)),
+      group_(std::move(group)),
+      replica_(replica),
+      abort_group_(std::move(abort_group)) {}
+
+LockstepRunner::~LockstepRunner() {
+  group_->stop();
+  abort_group_(fmt::format("data-parallel replica {} stopped", replica_));
+  if (dummy_thread_.joinable()) dummy_thread_.join();
+}
+
+Status LockstepRunner::initialize_kv_cache(int num_blocks) {
+  LOCUS_RETURN_IF_ERROR(inner_->initialize_kv_cache(num_blocks + 1));
+  // One token at position 0 in the scratch block, its logits computed and dropped.
+  const int block_size = inner_->kv_cache_spec().block_size;
+  dummy_.num_reqs = 1;
+  dummy_.block_size = block_size;
+  dummy_.token_ids = {0};
+  dummy_.positions = {0};
+  dummy_.query_start_loc = {0, 1};
+  dummy_.seq_lens = {1};
+  dummy_.num_computed_tokens = {0};
+  dummy_.max_num_blocks_per_req = 1;
+  dummy_.block_table = {num_blocks};
+  dummy_.slot_mapping = {static_cast<int64_t>(num_blocks) * block_size};
+  dummy_.logits_indices = {0};
+  if (!dummy_thread_.joinable()) dummy_thread_ = std::thread([this] { dummy_loop(); });
+  return Status::ok();
+}
+
+Expected<Tensor> LockstepRunner::run(uint64_t step, const ModelInputBatch& batch) {
+  if (!group_->wait_turn(replica_, step)) {
+    return internal_error(fmt::format("data-parallel replica {}: stopped", replica_));
+  }
+  auto out = inner_->execute(batch);
+  if (!out) {
+    abort_group_(
+        fmt::format("data-parallel replica {} failed: {}", replica_, out.status().to_string()));
+    group_->stop();
+  }
+  group_->finish(replica_, step);
+  return out;
+}
+
+Expected<Tensor> LockstepRunner::execute(const ModelInputBatch& batch) {
+  return run(group_->claim_real(replica_), batch);
+}
+
+void LockstepRunner::dummy_loop() {
+  while (true) {
+    const uint64_t step = group_->claim_dummy(replica_);
+    if (step == 0) return;
+    auto out = run(step, dummy_);
+    if (!out) return;
+    std::lock_guard lock(stats_mutex_);
+    ++dummy_steps_;
+  }
+}
+
+uint64_t LockstepRunner::dummy_steps() const {
+  std::lock_guard lock(stats_mutex_);
+  return dummy_steps_;
+}
+
+}  // namespace locus

@@ -1,0 +1,82 @@
+// Keeps data-parallel replicas that share their experts (DP attention + EP MoE) stepping
+// together. Every MoE layer is then a collective over all replicas, so whenever one replica runs
+// a step every other must run one too: a one-token dummy step on a scratch KV block when its
+// scheduler has nothing (vLLM's dummy batches). Only real steps start a new round; a replica
+// that is idle when a round starts joins it with a dummy step from its own thread, and a
+// replica's steps run in the order they were claimed.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/local_model_runner.h"
+
+namespace locus {
+
+// The rounds the replicas share.
+class LockstepGroup {
+ public:
+  explicit LockstepGroup(int replicas)
+      : claimed_(static_cast<size_t>(replicas), 0), done_(static_cast<size_t>(replicas), 0) {}
+
+  // The step replica r runs for its own batch: the round others have started and r has not
+  // joined yet, or a new round.
+  uint64_t claim_real(int r);
+  // Waits until a round that replica r has not joined exists (returns its step), or the group
+  // stops (returns 0).
+  uint64_t claim_dummy(int r);
+  // Waits until replica r finished every step before `step`; false once stopped.
+  bool wait_turn(int r, uint64_t step);
+  void finish(int r, uint64_t step);
+  void stop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t rounds_ = 0;
+  std::vector<uint64_t> claimed_;
+  std::vector<uint64_t> done_;
+  bool stopped_ = false;
+};
+
+class LockstepRunner final : public ModelRunner {
+ public:
+  // `comm` is the replica's end of the group its model's MoE layers gather over
+  // (ModelParallel::dp); `abort_group` releases peers blocked in a collective when this
+  // replica fails or stops.
+  LockstepRunner(std::unique_ptr<Communicator> comm, std::unique_ptr<LocalModelRunner> inner,
+                 std::shared_ptr<LockstepGroup> group, int replica,
+                 std::function<void(const std::string&)> abort_group);
+  ~LockstepRunner() override;
+
+  int vocab_size() const override { return inner_->vocab_size(); }
+  const KVCacheSpec& kv_cache_spec() const override { return inner_->kv_cache_spec(); }
+  // One block more than the scheduler's: the dummy steps' scratch block.
+  Status initialize_kv_cache(int num_blocks) override;
+  Expected<Tensor> execute(const ModelInputBatch& batch) override;
+
+  const LocalModelRunner& inner() const { return *inner_; }
+  uint64_t dummy_steps() const;
+
+ private:
+  Expected<Tensor> run(uint64_t step, const ModelInputBatch& batch);
+  void dummy_loop();
+
+  std::unique_ptr<Communicator> comm_;  // outlives the model that points at it
+  std::unique_ptr<LocalModelRunner> inner_;
+  std::shared_ptr<LockstepGroup> group_;
+  const int replica_;
+  std::function<void(const std::string&)> abort_group_;
+  ModelInputBatch dummy_;
+  mutable std::mutex stats_mutex_;
+  uint64_t dummy_steps_ = 0;
+  std::thread dummy_thread_;  // started by initialize_kv_cache
+};
+
+}  // namespace locus
