@@ -52,6 +52,7 @@ class LocalModelRunner final : public ModelRunner {
   Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
 
   const Model& model() const { return *model_; }
+  Model& model() { return *model_; }
   Ops& ops() const { return *ops_; }
 
   // Decode steps replay CUDA graphs (model/decode_graphs.h) on backends that record them; call

@@ -18,6 +18,7 @@
 
 #ifdef LOCUS_HAS_CUDA
 #include "backend/cuda/runtime/cuda_backend.h"
+#include "backend/cuda/runtime/nccl_communicator.h"
 #endif
 
 namespace locus {
@@ -121,12 +122,16 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
         "experts' shares)",
         a2a));
   }
-  if (tp > 1 && on_gpu) {
+  if (tp > 1 && on_gpu && options.enable_expert_parallel) {
     return unsupported(fmt::format(
-        "--tensor-parallel-size {} on GPUs needs the NCCL communicator, which is not built yet; "
-        "--device cpu runs the ranks as threads on the CPU backend",
+        "--enable-expert-parallel with --tensor-parallel-size {} on GPUs: the CUDA expert "
+        "kernels do not skip experts held by other ranks yet (tensor-parallel experts work; "
+        "--device cpu runs expert parallelism on the CPU backend)",
         tp));
   }
+#ifndef LOCUS_HAS_CUDA
+  if (tp > 1 && on_gpu) return unsupported("tensor parallelism on GPUs needs a CUDA build");
+#endif
   return Status::ok();
 }
 
@@ -274,6 +279,113 @@ Expected<uint64_t> profile_activation_peak(CudaBackend& gpu, Model& model,
     return peak - before - cache_bytes;
   }
 }
+
+struct GpuMemoryPlan {
+  uint64_t weight_bytes = 0;
+  uint64_t activation_peak_bytes = 0;
+  int64_t kv_cache_bytes = 0;
+};
+
+// The KV cache's share of one GPU: --gpu-memory-utilization of it, less the weights and the
+// profiled worst-case step.
+Expected<GpuMemoryPlan> plan_gpu_memory(CudaBackend& gpu, Model& model,
+                                        const SchedulerConfig& sched,
+                                        const ModelEngineOptions& options) {
+  GpuMemoryPlan plan;
+  plan.weight_bytes = gpu.weight_memory_bytes() + gpu.memory_stats().in_use_bytes;
+  LOCUS_ASSIGN_OR_RETURN(plan.activation_peak_bytes,
+                         profile_activation_peak(gpu, model, sched, options.block_size));
+  const auto budget = static_cast<uint64_t>(options.gpu_memory_utilization *
+                                            static_cast<double>(gpu.total_memory_bytes()));
+  const std::string name = gpu.name();
+  // vLLM's per-instance meaning: this process may use `budget` bytes, whatever other
+  // processes hold, so two servers at 0.45 share one GPU; the budget must be free to take.
+  const uint64_t ours = gpu.memory_stats().reserved_bytes + gpu.weight_memory_bytes();
+  const uint64_t available = gpu.free_memory_bytes() + ours;
+  if (available < budget) {
+    return resource_exhausted(fmt::format(
+        "--gpu-memory-utilization {:.2f} asks for {:.2f} GiB of {}, but only {:.2f} GiB are "
+        "free (other processes hold {:.2f} GiB); lower --gpu-memory-utilization",
+        options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30), name,
+        static_cast<double>(available) / (1ull << 30),
+        static_cast<double>(gpu.total_memory_bytes() - available) / (1ull << 30)));
+  }
+  const uint64_t used = plan.weight_bytes + plan.activation_peak_bytes;
+  if (used >= budget) {
+    return resource_exhausted(fmt::format(
+        "--gpu-memory-utilization {:.2f} ({:.2f} GiB) leaves nothing for the KV cache on {}: "
+        "weights {:.2f} GiB + profiled activations {:.2f} GiB",
+        options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30), name,
+        static_cast<double>(plan.weight_bytes) / (1ull << 30),
+        static_cast<double>(plan.activation_peak_bytes) / (1ull << 30)));
+  }
+  plan.kv_cache_bytes = static_cast<int64_t>(budget - used);
+  log::info(
+      "GPU memory plan on {}: budget {:.2f} GiB = weights {:.2f} + activations {:.2f} + "
+      "KV cache up to {:.2f} GiB",
+      name, static_cast<double>(budget) / (1ull << 30),
+      static_cast<double>(plan.weight_bytes) / (1ull << 30),
+      static_cast<double>(plan.activation_peak_bytes) / (1ull << 30),
+      static_cast<double>(budget - used) / (1ull << 30));
+  return plan;
+}
+
+// --tensor-parallel-size > 1 on GPUs: rank r on cuda:r, NCCL between them, one thread per GPU.
+Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
+  const int tp = options.tensor_parallel_size;
+  const DeviceReport report = query_devices();
+  if (static_cast<int>(report.gpus.size()) < tp) {
+    return unsupported(fmt::format("--tensor-parallel-size {} needs {} GPUs; this machine has {}",
+                                   tp, tp, report.gpus.size()));
+  }
+  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
+                         parse_expert_placement(options.expert_placement));
+  std::vector<std::unique_ptr<CudaBackend>> backends;
+  std::vector<CudaBackend*> gpus;
+  for (int r = 0; r < tp; ++r) {
+    CudaBackendOptions cuda;
+    cuda.device_index = r;
+    cuda.gpu_memory_utilization = options.gpu_memory_utilization;
+    LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(cuda));
+    gpus.push_back(b.get());
+    backends.push_back(std::move(b));
+  }
+  LOCUS_ASSIGN_OR_RETURN(auto nccl, NcclCommunicator::create_local_group(gpus));
+  ParallelLoad out;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<LocalModelRunner>> ranks;
+  for (int r = 0; r < tp; ++r) {
+    LOCUS_RETURN_IF_ERROR(gpus[static_cast<size_t>(r)]->make_current());
+    const ModelParallel parallel{nccl[static_cast<size_t>(r)].get(), options.enable_expert_parallel,
+                                 placement};
+    auto loaded = load_model(options.model_dir, options.load_format,
+                             *backends[static_cast<size_t>(r)], options.weight_seed, parallel);
+    if (!loaded) return loaded.status().with_context(fmt::format("tensor-parallel rank {}", r));
+    if (r == 0) {
+      out.config = loaded->config;
+      out.weights_description = loaded->weights_description;
+    }
+    LOCUS_ASSIGN_OR_RETURN(auto runner,
+                           LocalModelRunner::create(std::move(backends[static_cast<size_t>(r)]),
+                                                    std::move(loaded->model), options.block_size));
+    ranks.push_back(std::move(runner));
+  }
+  for (auto& c : nccl)
+    comms.push_back(std::move(c));
+  log::info("{} ranks ({}) on {} GPUs: {}", tp,
+            options.enable_expert_parallel ? "expert parallel" : "tensor parallel", tp,
+            comms.front()->description());
+  LOCUS_ASSIGN_OR_RETURN(
+      out.runner, ParallelModelRunner::create(
+                      std::move(comms), std::move(ranks),
+                      [](const std::string& reason) {
+                        // A rank that fails leaves its peers inside NCCL kernels: the engine
+                        // reports the failure and stops; the process must be restarted.
+                        log::error("tensor-parallel group failed: {}", reason);
+                      },
+                      [gpus](int r) { return gpus[static_cast<size_t>(r)]->make_current(); }));
+  return out;
+}
 #endif
 
 }  // namespace
@@ -314,11 +426,20 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     loaded.weights_description = lockstep.weights_description;
     backend.reset();  // each replica made its own
   } else if (options.tensor_parallel_size > 1) {
-    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel(replica_options));
+    backend.reset();  // each rank makes its own
+    ParallelLoad p;
+#ifdef LOCUS_HAS_CUDA
+    if (out.on_gpu) {
+      LOCUS_ASSIGN_OR_RETURN(p, load_parallel_gpu(replica_options));
+    } else {
+      LOCUS_ASSIGN_OR_RETURN(p, load_parallel(replica_options));
+    }
+#else
+    LOCUS_ASSIGN_OR_RETURN(p, load_parallel(replica_options));
+#endif
     loaded.config = std::move(p.config);
     loaded.weights_description = std::move(p.weights_description);
     parallel_runner = std::move(p.runner);
-    backend.reset();  // each rank made its own
   } else {
     LOCUS_ASSIGN_OR_RETURN(
         loaded, load_model(options.model_dir, options.load_format, *backend, options.weight_seed));
@@ -356,40 +477,29 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
 
 #ifdef LOCUS_HAS_CUDA
   if (auto* gpu = dynamic_cast<CudaBackend*>(backend.get()); gpu != nullptr && loaded.model) {
-    out.weight_bytes = gpu->weight_memory_bytes() + gpu->memory_stats().in_use_bytes;
-    LOCUS_ASSIGN_OR_RETURN(out.activation_peak_bytes,
-                           profile_activation_peak(*gpu, *loaded.model, sched, options.block_size));
-    const auto budget = static_cast<uint64_t>(options.gpu_memory_utilization *
-                                              static_cast<double>(gpu->total_memory_bytes()));
-    // vLLM's per-instance meaning: this process may use `budget` bytes, whatever other
-    // processes hold, so two servers at 0.45 share one GPU; the budget must be free to take.
-    const uint64_t ours = gpu->memory_stats().reserved_bytes + gpu->weight_memory_bytes();
-    const uint64_t available = gpu->free_memory_bytes() + ours;
-    if (available < budget) {
-      return resource_exhausted(fmt::format(
-          "--gpu-memory-utilization {:.2f} asks for {:.2f} GiB of {}, but only {:.2f} GiB are "
-          "free (other processes hold {:.2f} GiB); lower --gpu-memory-utilization",
-          options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30),
-          out.backend_name, static_cast<double>(available) / (1ull << 30),
-          static_cast<double>(gpu->total_memory_bytes() - available) / (1ull << 30)));
+    LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan,
+                           plan_gpu_memory(*gpu, *loaded.model, sched, options));
+    out.weight_bytes = plan.weight_bytes;
+    out.activation_peak_bytes = plan.activation_peak_bytes;
+    config.kv_cache_memory_bytes = plan.kv_cache_bytes;
+  } else if (parallel_runner && out.on_gpu) {
+    // Every rank profiles at once (the forward's collectives need all of them); the KV pool is
+    // sized by the tightest rank, since all ranks hold the same number of blocks.
+    std::vector<GpuMemoryPlan> plans(static_cast<size_t>(parallel_runner->size()));
+    LOCUS_RETURN_IF_ERROR(parallel_runner->on_every_rank([&](int r) -> Status {
+      LocalModelRunner& rank = parallel_runner->rank(r);
+      auto* rank_gpu = dynamic_cast<CudaBackend*>(&rank.ops());
+      if (rank_gpu == nullptr) return internal_error("a tensor-parallel rank is not on a GPU");
+      LOCUS_ASSIGN_OR_RETURN(plans[static_cast<size_t>(r)],
+                             plan_gpu_memory(*rank_gpu, rank.model(), sched, options));
+      return Status::ok();
+    }));
+    config.kv_cache_memory_bytes = plans.front().kv_cache_bytes;
+    for (const GpuMemoryPlan& p : plans) {
+      config.kv_cache_memory_bytes = std::min(config.kv_cache_memory_bytes, p.kv_cache_bytes);
     }
-    const uint64_t used = out.weight_bytes + out.activation_peak_bytes;
-    if (used >= budget) {
-      return resource_exhausted(fmt::format(
-          "--gpu-memory-utilization {:.2f} ({:.2f} GiB) leaves nothing for the KV cache: weights "
-          "{:.2f} GiB + profiled activations {:.2f} GiB",
-          options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30),
-          static_cast<double>(out.weight_bytes) / (1ull << 30),
-          static_cast<double>(out.activation_peak_bytes) / (1ull << 30)));
-    }
-    config.kv_cache_memory_bytes = static_cast<int64_t>(budget - used);
-    log::info(
-        "GPU memory plan on {}: budget {:.2f} GiB = weights {:.2f} + activations {:.2f} + "
-        "KV cache up to {:.2f} GiB",
-        out.backend_name, static_cast<double>(budget) / (1ull << 30),
-        static_cast<double>(out.weight_bytes) / (1ull << 30),
-        static_cast<double>(out.activation_peak_bytes) / (1ull << 30),
-        static_cast<double>(budget - used) / (1ull << 30));
+    out.weight_bytes = plans.front().weight_bytes;
+    out.activation_peak_bytes = plans.front().activation_peak_bytes;
   }
 #endif
   std::unique_ptr<ModelRunner> runner;

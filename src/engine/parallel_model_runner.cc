@@ -7,7 +7,7 @@ namespace locus {
 Expected<std::unique_ptr<ParallelModelRunner>> ParallelModelRunner::create(
     std::vector<std::unique_ptr<Communicator>> comms,
     std::vector<std::unique_ptr<LocalModelRunner>> ranks,
-    std::function<void(const std::string&)> abort_group) {
+    std::function<void(const std::string&)> abort_group, std::function<Status(int)> bind_rank) {
   if (ranks.empty() || ranks.size() != comms.size()) {
     return invalid_argument(fmt::format("ParallelModelRunner: {} ranks with {} communicators",
                                         ranks.size(), comms.size()));
@@ -18,16 +18,18 @@ Expected<std::unique_ptr<ParallelModelRunner>> ParallelModelRunner::create(
                                           ranks[r]->vocab_size(), ranks[0]->vocab_size()));
     }
   }
-  return std::unique_ptr<ParallelModelRunner>(
-      new ParallelModelRunner(std::move(comms), std::move(ranks), std::move(abort_group)));
+  return std::unique_ptr<ParallelModelRunner>(new ParallelModelRunner(
+      std::move(comms), std::move(ranks), std::move(abort_group), std::move(bind_rank)));
 }
 
 ParallelModelRunner::ParallelModelRunner(std::vector<std::unique_ptr<Communicator>> comms,
                                          std::vector<std::unique_ptr<LocalModelRunner>> ranks,
-                                         std::function<void(const std::string&)> abort_group)
+                                         std::function<void(const std::string&)> abort_group,
+                                         std::function<Status(int)> bind_rank)
     : comms_(std::move(comms)),
       ranks_(std::move(ranks)),
       abort_group_(std::move(abort_group)),
+      bind_rank_(std::move(bind_rank)),
       logits_(ranks_.size()),
       results_(ranks_.size()) {
   for (int r = 1; r < size(); ++r)
@@ -55,7 +57,8 @@ void ParallelModelRunner::worker(int rank) {
       seen = posted_;
       work = work_;
     }
-    Status s = (*work)(rank);
+    Status s = bind_rank_ ? bind_rank_(rank) : Status::ok();
+    if (s.is_ok()) s = (*work)(rank);
     if (!s.is_ok()) abort_group_(fmt::format("rank {} failed: {}", rank, s.to_string()));
     std::lock_guard lock(mutex_);
     results_[static_cast<size_t>(rank)] = std::move(s);
@@ -73,7 +76,8 @@ Status ParallelModelRunner::on_every_rank(const std::function<Status(int)>& work
     ++posted_;
   }
   start_.notify_all();
-  Status first = work(0);
+  Status first = bind_rank_ ? bind_rank_(0) : Status::ok();
+  if (first.is_ok()) first = work(0);
   if (!first.is_ok()) abort_group_(fmt::format("rank 0 failed: {}", first.to_string()));
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return running_ == 0; });

@@ -21,11 +21,13 @@ namespace locus {
 class ParallelModelRunner final : public ModelRunner {
  public:
   // `ranks[r]` runs rank r's model, whose ModelParallel points into `comms[r]`; `abort_group`
-  // releases ranks blocked in a collective when another rank has failed.
+  // releases ranks blocked in a collective when another rank has failed; `bind_rank(r)` runs on
+  // the thread about to drive rank r (a GPU rank makes its device current).
   static Expected<std::unique_ptr<ParallelModelRunner>> create(
       std::vector<std::unique_ptr<Communicator>> comms,
       std::vector<std::unique_ptr<LocalModelRunner>> ranks,
-      std::function<void(const std::string&)> abort_group);
+      std::function<void(const std::string&)> abort_group,
+      std::function<Status(int)> bind_rank = {});
   ~ParallelModelRunner() override;
 
   int vocab_size() const override { return ranks_.front()->vocab_size(); }
@@ -36,20 +38,24 @@ class ParallelModelRunner final : public ModelRunner {
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
 
   int size() const { return static_cast<int>(ranks_.size()); }
+  LocalModelRunner& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
   const LocalModelRunner& rank(int r) const { return *ranks_[static_cast<size_t>(r)]; }
+
+  // Runs `work(r)` on every rank at once (rank 0 on the calling thread) and returns the first
+  // failure; a failing rank aborts the group so that its peers do not wait in a collective.
+  Status on_every_rank(const std::function<Status(int)>& work);
 
  private:
   ParallelModelRunner(std::vector<std::unique_ptr<Communicator>> comms,
                       std::vector<std::unique_ptr<LocalModelRunner>> ranks,
-                      std::function<void(const std::string&)> abort_group);
-  // Runs `work(r)` on every rank at once (rank 0 here) and returns the first failure; a failing
-  // rank aborts the group so that its peers do not wait in a collective.
-  Status on_every_rank(const std::function<Status(int)>& work);
+                      std::function<void(const std::string&)> abort_group,
+                      std::function<Status(int)> bind_rank);
   void worker(int rank);
 
   std::vector<std::unique_ptr<Communicator>> comms_;  // outlive the models that point at them
   std::vector<std::unique_ptr<LocalModelRunner>> ranks_;
   std::function<void(const std::string&)> abort_group_;
+  std::function<Status(int)> bind_rank_;
   std::vector<Tensor> logits_;  // per rank, from the last execute
 
   std::mutex mutex_;

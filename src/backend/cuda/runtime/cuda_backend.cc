@@ -166,6 +166,10 @@ uint64_t CudaBackend::prepared_weight_bytes(DType dtype, int64_t numel) const {
   return static_cast<uint64_t>(numel) * 2;
 }
 
+Status CudaBackend::make_current() {
+  return cuda_status("cudaSetDevice", cudaSetDevice(options_.device_index));
+}
+
 Status CudaBackend::synchronize() {
   if (profiler_) profiler_->collect();
   return cuda_status("cudaStreamSynchronize", cudaStreamSynchronize(stream_));

@@ -69,6 +69,9 @@ class CudaBackend : public Ops {
   uint64_t prepared_weight_bytes(DType dtype, int64_t numel) const override;
 
   cudaStream_t stream() const { return stream_; }
+  // Makes this backend's GPU the calling thread's current device: a thread that drives several
+  // backends (or a rank's worker thread) calls it before using this one.
+  Status make_current();
   Status synchronize();
   cuda::AllocatorStats memory_stats() const { return allocator_->stats(); }
   void reset_peak_memory() { allocator_->reset_peak(); }

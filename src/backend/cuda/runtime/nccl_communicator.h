@@ -1,0 +1,53 @@
+// NCCL collectives for ranks on GPUs of this process, one CudaBackend per GPU (thread per GPU,
+// engine/parallel_model_runner.h). libnccl.so.2 is loaded at run time (dlopen, as vLLM's
+// pynccl does), so a locus binary starts and serves one GPU without NCCL; LOCUS_NCCL_LIBRARY
+// names the library where the loader would not find it (e.g. PyTorch's nvidia/nccl/lib).
+// Each collective is enqueued on the rank's backend stream, ordered with its kernels, and may
+// be captured into a CUDA graph.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/runtime/cuda_backend.h"
+#include "dist/communicator.h"
+
+namespace locus {
+
+struct NcclApi;
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // One communicator per backend, rank r on backends[r]'s GPU (ncclCommInitAll); the GPUs must
+  // differ. The backends must outlive the communicators.
+  static Expected<std::vector<std::unique_ptr<NcclCommunicator>>> create_local_group(
+      std::span<CudaBackend* const> backends);
+  // "2.28.9" when the library loads, else the reason it does not.
+  static Expected<std::string> library_version();
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string description() const override;
+
+  Status all_reduce_sum(Tensor& t) override;
+  Status all_gather(const Tensor& in, Tensor& out, int dim) override;
+  Status reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  Status broadcast(Tensor& t, int root) override;
+
+ private:
+  NcclCommunicator(const NcclApi* api, void* comm, CudaBackend* backend, int rank, int size)
+      : api_(api), comm_(comm), backend_(backend), rank_(rank), size_(size) {}
+  Status check_tensor(const char* op, const Tensor& t) const;
+
+  const NcclApi* api_;
+  void* comm_;  // ncclComm_t
+  CudaBackend* backend_;
+  int rank_;
+  int size_;
+  Tensor gather_scratch_;  // all_gather along an inner dim: [size, ...] before the transpose
+};
+
+}  // namespace locus
