@@ -41,7 +41,7 @@ struct DeviceCliOptions {
     cmd->add_option("--moe-backend", moe_backend,
                     "auto | cuda_grouped | cpu (auto: the device's fastest)");
     cmd->add_option("--tensor-parallel-size", tensor_parallel_size,
-                    "Ranks that split every layer (CPU: threads; GPUs: not built yet)")
+                    "Ranks that split every layer (one thread per rank: CPU cores or one GPU each)")
         ->check(CLI::Range(1, 1024));
     cmd->add_flag("--enable-expert-parallel", enable_expert_parallel,
                   "Spread whole experts over the ranks instead of splitting each expert");
@@ -49,10 +49,12 @@ struct DeviceCliOptions {
                     "linear | round_robin: which experts each rank holds")
         ->check(CLI::IsMember({"linear", "round_robin"}));
     cmd->add_option("--data-parallel-size", data_parallel_size,
-                    "Engine replicas (not built yet: 1 only)")
+                    "Engine replicas behind one server (CPU; with --enable-expert-parallel they "
+                    "share the experts)")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--all2all-backend", all2all_backend,
-                    "auto | allgather_reducescatter | naive | low_latency (expert parallelism)");
+                    "How data-parallel ranks that share experts exchange tokens: auto | "
+                    "allgather_reducescatter | naive (low_latency: not built yet)");
   }
 
   void apply(ModelEngineOptions& mo) const {

@@ -2,21 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/float_convert.h"
 
 namespace locus {
 namespace {
-
-Status check_host_contiguous(const char* op, const Tensor& t) {
-  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) {
-    return invalid_argument(
-        fmt::format("{}: the fake communicator needs a contiguous host tensor, got {}", op,
-                    t.defined() ? t.to_string() : std::string("an undefined tensor")));
-  }
-  return Status::ok();
-}
 
 float load(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
@@ -42,10 +34,6 @@ void store(void* base, DType dtype, int64_t i, float v) {
   }
 }
 
-bool summable(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-
 }  // namespace
 
 class FakeCommunicator final : public Communicator {
@@ -58,20 +46,17 @@ class FakeCommunicator final : public Communicator {
   std::string description() const override {
     return fmt::format("in-process group of {}", group_->size_);
   }
+  Device device() const override { return Device::cpu(); }
 
-  Status all_reduce_sum(Tensor& t) override {
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("all_reduce_sum", t));
-    if (!summable(t.dtype())) {
-      return invalid_argument(
-          fmt::format("all_reduce_sum: {} tensors cannot be summed", dtype_name(t.dtype())));
-    }
+ protected:
+  Status do_all_reduce_sum(Tensor& t) override {
     LOCUS_RETURN_IF_ERROR(
-        group_->exchange(rank_, {"all_reduce_sum", t.raw_data(), t.dtype(), t.shape(), 0}));
+        group_->exchange(rank_, {"all_reduce_sum", t.raw_data(), t.dtype(), t.shape(), 0, {}, {}}));
     // Summed into a private buffer: the peers are still reading this rank's t.
     const int64_t n = t.numel();
     std::vector<float> sum(static_cast<size_t>(n), 0.0f);
     for (int r = 0; r < size(); ++r) {
-      const void* src = group_->posts_[static_cast<size_t>(r)].data;
+      const void* src = post(r).data;
       for (int64_t i = 0; i < n; ++i)
         sum[static_cast<size_t>(i)] += load(src, t.dtype(), i);
     }
@@ -81,82 +66,46 @@ class FakeCommunicator final : public Communicator {
     return Status::ok();
   }
 
-  Status all_gather(const Tensor& in, Tensor& out, int dim) override {
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("all_gather", in));
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("all_gather", out));
-    const int nd = dim < 0 ? dim + in.ndim() : dim;
-    if (nd < 0 || nd >= in.ndim()) {
-      return invalid_argument(
-          fmt::format("all_gather: dim {} is not a dimension of {}", dim, in.to_string()));
-    }
-    Dims want = in.shape();
-    want[nd] = in.size(nd) * size();
-    if (out.shape() != want || out.dtype() != in.dtype()) {
-      return invalid_argument(fmt::format("all_gather: out is {}, want {} {}", out.to_string(),
-                                          dtype_name(in.dtype()), want.to_string()));
-    }
-    LOCUS_RETURN_IF_ERROR(
-        group_->exchange(rank_, {"all_gather", in.raw_data(), in.dtype(), in.shape(), nd}));
+  Status do_all_gather(const Tensor& in, Tensor& out, int dim) override {
+    LOCUS_RETURN_IF_ERROR(group_->exchange(
+        rank_, {"all_gather", in.raw_data(), in.dtype(), in.shape(), dim, {}, {}}));
     // in viewed as [outer, chunk] bytes; rank r's chunk lands at column r of out's [outer, size].
     int64_t outer = 1;
-    for (int i = 0; i < nd; ++i)
+    for (int i = 0; i < dim; ++i)
       outer *= in.size(i);
     const size_t chunk = in.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+    const auto ranks = static_cast<size_t>(size());
     auto* dst = static_cast<char*>(out.raw_data());
     for (int r = 0; r < size(); ++r) {
-      const auto* src = static_cast<const char*>(group_->posts_[static_cast<size_t>(r)].data);
+      const auto* src = static_cast<const char*>(post(r).data);
       for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(
-            dst + (static_cast<size_t>(o) * static_cast<size_t>(size()) + static_cast<size_t>(r)) *
-                      chunk,
-            src + static_cast<size_t>(o) * chunk, chunk);
+        const auto row = static_cast<size_t>(o);
+        std::memcpy(dst + (row * ranks + static_cast<size_t>(r)) * chunk, src + row * chunk, chunk);
       }
     }
     return group_->arrive_and_wait(rank_);
   }
 
-  Status reduce_scatter_sum(const Tensor& in, Tensor& out) override {
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("reduce_scatter_sum", in));
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("reduce_scatter_sum", out));
-    if (!summable(in.dtype())) {
-      return invalid_argument(
-          fmt::format("reduce_scatter_sum: {} tensors cannot be summed", dtype_name(in.dtype())));
-    }
-    Dims want = in.shape();
-    if (want.empty() || want[0] % size() != 0) {
-      return invalid_argument(fmt::format("reduce_scatter_sum: in {} does not split into {} parts",
-                                          in.to_string(), size()));
-    }
-    want[0] /= size();
-    if (out.shape() != want || out.dtype() != in.dtype()) {
-      return invalid_argument(fmt::format("reduce_scatter_sum: out is {}, want {} {}",
-                                          out.to_string(), dtype_name(in.dtype()),
-                                          want.to_string()));
-    }
-    LOCUS_RETURN_IF_ERROR(
-        group_->exchange(rank_, {"reduce_scatter_sum", in.raw_data(), in.dtype(), in.shape(), 0}));
+  Status do_reduce_scatter_sum(const Tensor& in, Tensor& out) override {
+    LOCUS_RETURN_IF_ERROR(group_->exchange(
+        rank_, {"reduce_scatter_sum", in.raw_data(), in.dtype(), in.shape(), 0, {}, {}}));
     const int64_t n = out.numel();
     const int64_t base = n * rank_;
     for (int64_t i = 0; i < n; ++i) {
       float sum = 0.0f;
       for (int r = 0; r < size(); ++r)
-        sum += load(group_->posts_[static_cast<size_t>(r)].data, in.dtype(), base + i);
+        sum += load(post(r).data, in.dtype(), base + i);
       store(out.raw_data(), out.dtype(), i, sum);
     }
     return group_->arrive_and_wait(rank_);
   }
 
-  Status broadcast(Tensor& t, int root) override {
-    LOCUS_RETURN_IF_ERROR(check_host_contiguous("broadcast", t));
-    if (root < 0 || root >= size()) {
-      return invalid_argument(
-          fmt::format("broadcast: root {} is not a rank of a group of {}", root, size()));
-    }
+  Status do_broadcast(Tensor& t, int root) override {
     LOCUS_RETURN_IF_ERROR(
-        group_->exchange(rank_, {"broadcast", t.raw_data(), t.dtype(), t.shape(), root}));
+        group_->exchange(rank_, {"broadcast", t.raw_data(), t.dtype(), t.shape(), root, {}, {}}));
     std::vector<char> copy;
     if (rank_ != root) {
-      const auto* src = static_cast<const char*>(group_->posts_[static_cast<size_t>(root)].data);
+      const auto* src = static_cast<const char*>(post(root).data);
       copy.assign(src, src + t.nbytes());
     }
     LOCUS_RETURN_IF_ERROR(group_->arrive_and_wait(rank_));
@@ -164,7 +113,41 @@ class FakeCommunicator final : public Communicator {
     return Status::ok();
   }
 
+  Status do_all_to_all(const Tensor& in, std::span<const int64_t> send_counts, Tensor& out,
+                       std::span<const int64_t> recv_counts) override {
+    // The ranks agree on the row shape, not on the row counts.
+    Dims row = in.shape();
+    row[0] = 1;
+    LOCUS_RETURN_IF_ERROR(group_->exchange(rank_, {"all_to_all",
+                                                   in.raw_data(),
+                                                   in.dtype(),
+                                                   row,
+                                                   0,
+                                                   {send_counts.begin(), send_counts.end()},
+                                                   {recv_counts.begin(), recv_counts.end()}}));
+    // From the row shape, not from in's bytes: a rank may send no rows and still receive some.
+    const size_t row_bytes = dtype_bytes(in.dtype(), static_cast<size_t>(shape_numel(row)));
+    const auto me = static_cast<size_t>(rank_);
+    auto* dst = static_cast<char*>(out.raw_data());
+    for (int r = 0; r < size(); ++r) {
+      const std::vector<int64_t>& theirs = post(r).send_counts;
+      int64_t offset = 0;  // rank r's rows for this rank start after those for lower ranks
+      for (size_t q = 0; q < me; ++q)
+        offset += theirs[q];
+      const size_t bytes = static_cast<size_t>(theirs[me]) * row_bytes;
+      if (bytes > 0) {
+        std::memcpy(
+            dst, static_cast<const char*>(post(r).data) + static_cast<size_t>(offset) * row_bytes,
+            bytes);
+      }
+      dst += bytes;
+    }
+    return group_->arrive_and_wait(rank_);
+  }
+
  private:
+  const FakeGroup::Post& post(int r) const { return group_->posts_[static_cast<size_t>(r)]; }
+
   std::shared_ptr<FakeGroup> group_;
   int rank_;
 };
@@ -210,6 +193,9 @@ Status FakeGroup::arrive_and_wait(int rank) {
 Status FakeGroup::exchange(int rank, Post post) {
   {
     std::lock_guard lock(mutex_);
+    // An aborted group's posts may still be read by peers that have not noticed yet.
+    if (aborted_)
+      return internal_error(fmt::format("rank {}: the group was aborted: {}", rank, *aborted_));
     posts_[static_cast<size_t>(rank)] = std::move(post);
   }
   LOCUS_RETURN_IF_ERROR(arrive_and_wait(rank));
@@ -225,6 +211,19 @@ Status FakeGroup::exchange(int rank, Post post) {
           dtype_name(other.dtype), other.shape.to_string(), other.arg);
       abort(reason);
       return internal_error(reason);
+    }
+  }
+  for (int s = 0; s < size_ && !mine.send_counts.empty(); ++s) {
+    for (int d = 0; d < size_; ++d) {
+      const int64_t sends = posts_[static_cast<size_t>(s)].send_counts[static_cast<size_t>(d)];
+      const int64_t expects = posts_[static_cast<size_t>(d)].recv_counts[static_cast<size_t>(s)];
+      if (sends != expects) {
+        const std::string reason =
+            fmt::format("{}: rank {} sends {} rows to rank {}, which expects {}", mine.op, s, sends,
+                        d, expects);
+        abort(reason);
+        return internal_error(reason);
+      }
     }
   }
   return Status::ok();

@@ -37,6 +37,10 @@ class FakeGroup : public std::enable_shared_from_this<FakeGroup> {
     DType dtype = DType::kF32;
     Dims shape;
     int arg = 0;  // dim or root
+    // all_to_all: the row counts to and from each rank (copies: a failing rank returns while
+    // its peers may still be reading its post).
+    std::vector<int64_t> send_counts;
+    std::vector<int64_t> recv_counts;
   };
 
   FakeGroup(int size, std::chrono::milliseconds timeout)
@@ -44,7 +48,8 @@ class FakeGroup : public std::enable_shared_from_this<FakeGroup> {
   // Blocks until every rank has arrived (the barrier is reusable), or fails when the group is
   // aborted or the wait times out.
   Status arrive_and_wait(int rank);
-  // Publishes this rank's argument and waits for every rank's; checks they agree.
+  // Publishes this rank's argument and waits for every rank's; checks they agree (every rank
+  // checks every pair, so all reach the same verdict before any reads a peer's data).
   Status exchange(int rank, Post post);
 
   const int size_;

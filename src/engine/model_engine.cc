@@ -36,6 +36,14 @@ SamplingParams ModelEngine::default_sampling_params() const {
 
 namespace {
 
+std::unique_ptr<Ops> make_cpu_backend(const ModelEngineOptions& options, int threads) {
+  CpuBackendOptions cpu;
+  cpu.gemm_engine =
+      options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
+  cpu.num_threads = threads;
+  return std::make_unique<CpuBackend>(cpu);
+}
+
 Expected<std::unique_ptr<Ops>> make_backend(const ModelEngineOptions& options) {
   if (options.device != "auto" && options.device != "cpu" && options.device != "cuda") {
     return invalid_argument(fmt::format("--device {}: choose auto, cuda or cpu", options.device));
@@ -59,11 +67,14 @@ Expected<std::unique_ptr<Ops>> make_backend(const ModelEngineOptions& options) {
     }
 #endif
   }
-  CpuBackendOptions cpu;
-  cpu.gemm_engine =
-      options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
-  cpu.num_threads = options.cpu_threads;
-  return std::unique_ptr<Ops>(std::make_unique<CpuBackend>(cpu));
+  return make_cpu_backend(options, options.cpu_threads);
+}
+
+// The CPU cores a run may use: --cpu-threads, else all of them.
+int cpu_cores(const ModelEngineOptions& options) {
+  return options.cpu_threads > 0
+             ? options.cpu_threads
+             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // The kernel family a --attention-backend / --moe-backend choice names, checked against the
@@ -110,17 +121,14 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   if (auto placement = parse_expert_placement(options.expert_placement); !placement) {
     return placement.status();
   }
-  const std::string& a2a = options.all2all_backend;
-  if (a2a != "auto" && a2a != "allgather_reducescatter" && a2a != "naive" && a2a != "low_latency") {
+  LOCUS_ASSIGN_OR_RETURN(All2AllBackend a2a, parse_all2all_backend(options.all2all_backend));
+  if (a2a != All2AllBackend::kAllGatherReduceScatter &&
+      !(dp > 1 && options.enable_expert_parallel)) {
     return invalid_argument(fmt::format(
-        "--all2all-backend {}: choose auto, allgather_reducescatter, naive or low_latency", a2a));
-  }
-  if (options.enable_expert_parallel && (a2a == "naive" || a2a == "low_latency")) {
-    return unsupported(fmt::format(
-        "--all2all-backend {} is not built yet; expert parallelism within one tensor-parallel "
-        "group uses allgather_reducescatter (every rank sees every token, one all-reduce sums the "
-        "experts' shares)",
-        a2a));
+        "--all2all-backend {} moves tokens between data-parallel ranks that share experts "
+        "(--data-parallel-size N --enable-expert-parallel); tensor-parallel ranks already see "
+        "every token",
+        options.all2all_backend));
   }
   if (tp > 1 && on_gpu && options.enable_expert_parallel) {
     return unsupported(fmt::format(
@@ -135,43 +143,57 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   return Status::ok();
 }
 
-// --tensor-parallel-size > 1 on the CPU: one in-process group, each rank a thread with its own
-// CPU backend (the cores shared out), model shard and KV cache.
+// What every parallel load returns from its first rank (all ranks load the same model).
 struct ParallelLoad {
   ModelConfig config;
   std::string weights_description;
   std::unique_ptr<ParallelModelRunner> runner;
 };
 
+// How `options` splits the model, over these groups (either may be null).
+Expected<ModelParallel> model_parallel(const ModelEngineOptions& options, Communicator* tp,
+                                       Communicator* dp) {
+  ModelParallel parallel;
+  parallel.tp = tp;
+  parallel.dp = dp;
+  parallel.expert_parallel = options.enable_expert_parallel;
+  LOCUS_ASSIGN_OR_RETURN(parallel.placement, parse_expert_placement(options.expert_placement));
+  LOCUS_ASSIGN_OR_RETURN(parallel.all2all, parse_all2all_backend(options.all2all_backend));
+  return parallel;
+}
+
+// Rank `r`'s shard of the model on `ops`, in a runner; `group` names the rank in errors. The
+// first rank's config and weights description go to `first`.
+Expected<std::unique_ptr<LocalModelRunner>> load_rank(const ModelEngineOptions& options,
+                                                      std::unique_ptr<Ops> ops,
+                                                      const ModelParallel& parallel, int r,
+                                                      std::string_view group, ParallelLoad& first) {
+  auto loaded =
+      load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
+  if (!loaded) return loaded.status().with_context(fmt::format("{} rank {}", group, r));
+  if (r == 0) {
+    first.config = loaded->config;
+    first.weights_description = loaded->weights_description;
+  }
+  return LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size);
+}
+
+// --tensor-parallel-size > 1 on the CPU: one in-process group, each rank a thread with its own
+// CPU backend (the cores shared out), model shard and KV cache.
 Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
   const int tp = options.tensor_parallel_size;
-  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
-                         parse_expert_placement(options.expert_placement));
   std::shared_ptr<FakeGroup> group = FakeGroup::create(tp, std::chrono::minutes(10));
   std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<LocalModelRunner>> ranks;
   ParallelLoad out;
-  const int cores = options.cpu_threads > 0
-                        ? options.cpu_threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int r = 0; r < tp; ++r) {
     comms.push_back(group->communicator(r));
-    CpuBackendOptions cpu;
-    cpu.gemm_engine =
-        options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
-    cpu.num_threads = std::max(1, cores / tp);
-    auto ops = std::make_unique<CpuBackend>(cpu);
-    const ModelParallel parallel{comms.back().get(), options.enable_expert_parallel, placement};
-    auto loaded =
-        load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
-    if (!loaded) return loaded.status().with_context(fmt::format("tensor-parallel rank {}", r));
-    if (r == 0) {
-      out.config = loaded->config;
-      out.weights_description = loaded->weights_description;
-    }
+    LOCUS_ASSIGN_OR_RETURN(ModelParallel parallel,
+                           model_parallel(options, comms.back().get(), nullptr));
     LOCUS_ASSIGN_OR_RETURN(
         auto runner,
-        LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size));
+        load_rank(options, make_cpu_backend(options, std::max(1, cpu_cores(options) / tp)),
+                  parallel, r, "tensor-parallel", out));
     ranks.push_back(std::move(runner));
   }
   log::info("{} ranks ({}) on the CPU: {}", tp,
@@ -188,42 +210,30 @@ Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
 // except for the experts, which are spread over the replicas; LockstepRunner keeps them stepping
 // together.
 struct LockstepLoad {
-  ModelConfig config;
-  std::string weights_description;
+  ParallelLoad info;  // config and weights description (no runner)
   std::vector<std::unique_ptr<ModelRunner>> runners;
   const LocalModelRunner* first = nullptr;
 };
 
 Expected<LockstepLoad> load_lockstep(const ModelEngineOptions& options) {
   const int dp = options.data_parallel_size;
-  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
-                         parse_expert_placement(options.expert_placement));
   std::shared_ptr<FakeGroup> comms = FakeGroup::create(dp, std::chrono::minutes(10));
   auto rounds = std::make_shared<LockstepGroup>(dp);
   LockstepLoad out;
   for (int r = 0; r < dp; ++r) {
     std::unique_ptr<Communicator> comm = comms->communicator(r);
+    LOCUS_ASSIGN_OR_RETURN(ModelParallel parallel, model_parallel(options, nullptr, comm.get()));
     LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend(options));
-    ModelParallel parallel;
-    parallel.expert_parallel = true;
-    parallel.placement = placement;
-    parallel.dp = comm.get();
-    auto loaded =
-        load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
-    if (!loaded) return loaded.status().with_context(fmt::format("data-parallel rank {}", r));
-    if (r == 0) {
-      out.config = loaded->config;
-      out.weights_description = loaded->weights_description;
-    }
     LOCUS_ASSIGN_OR_RETURN(
-        auto local,
-        LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size));
+        auto local, load_rank(options, std::move(ops), parallel, r, "data-parallel", out.info));
     if (r == 0) out.first = local.get();
     out.runners.push_back(std::make_unique<LockstepRunner>(
         std::move(comm), std::move(local), rounds, r,
         [comms](const std::string& reason) { comms->abort(reason); }));
   }
-  log::info("{} data-parallel ranks sharing experts (DP attention + EP MoE) on the CPU", dp);
+  log::info(
+      "{} data-parallel ranks sharing experts (DP attention + EP MoE, {}) on the CPU", dp,
+      options.all2all_backend == "auto" ? "allgather_reducescatter" : options.all2all_backend);
   return out;
 }
 
@@ -338,8 +348,6 @@ Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
     return unsupported(fmt::format("--tensor-parallel-size {} needs {} GPUs; this machine has {}",
                                    tp, tp, report.gpus.size()));
   }
-  LOCUS_ASSIGN_OR_RETURN(ExpertPlacement placement,
-                         parse_expert_placement(options.expert_placement));
   std::vector<std::unique_ptr<CudaBackend>> backends;
   std::vector<CudaBackend*> gpus;
   for (int r = 0; r < tp; ++r) {
@@ -356,18 +364,11 @@ Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
   std::vector<std::unique_ptr<LocalModelRunner>> ranks;
   for (int r = 0; r < tp; ++r) {
     LOCUS_RETURN_IF_ERROR(gpus[static_cast<size_t>(r)]->make_current());
-    const ModelParallel parallel{nccl[static_cast<size_t>(r)].get(), options.enable_expert_parallel,
-                                 placement};
-    auto loaded = load_model(options.model_dir, options.load_format,
-                             *backends[static_cast<size_t>(r)], options.weight_seed, parallel);
-    if (!loaded) return loaded.status().with_context(fmt::format("tensor-parallel rank {}", r));
-    if (r == 0) {
-      out.config = loaded->config;
-      out.weights_description = loaded->weights_description;
-    }
-    LOCUS_ASSIGN_OR_RETURN(auto runner,
-                           LocalModelRunner::create(std::move(backends[static_cast<size_t>(r)]),
-                                                    std::move(loaded->model), options.block_size));
+    LOCUS_ASSIGN_OR_RETURN(ModelParallel parallel,
+                           model_parallel(options, nccl[static_cast<size_t>(r)].get(), nullptr));
+    LOCUS_ASSIGN_OR_RETURN(
+        auto runner, load_rank(options, std::move(backends[static_cast<size_t>(r)]), parallel, r,
+                               "tensor-parallel", out));
     ranks.push_back(std::move(runner));
   }
   for (auto& c : nccl)
@@ -395,10 +396,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   // With data parallelism each replica gets its share of the CPU cores.
   ModelEngineOptions replica_options = options;
   if (options.data_parallel_size > 1) {
-    const int cores = options.cpu_threads > 0
-                          ? options.cpu_threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    replica_options.cpu_threads = std::max(1, cores / options.data_parallel_size);
+    replica_options.cpu_threads = std::max(1, cpu_cores(options) / options.data_parallel_size);
   }
   LOCUS_ASSIGN_OR_RETURN(out.generation, load_generation_config(options.model_dir));
   if (options.load_tokenizer) {
@@ -422,8 +420,8 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   LockstepLoad lockstep;
   if (options.data_parallel_size > 1 && options.enable_expert_parallel) {
     LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep(replica_options));
-    loaded.config = lockstep.config;
-    loaded.weights_description = lockstep.weights_description;
+    loaded.config = lockstep.info.config;
+    loaded.weights_description = lockstep.info.weights_description;
     backend.reset();  // each replica made its own
   } else if (options.tensor_parallel_size > 1) {
     backend.reset();  // each rank makes its own

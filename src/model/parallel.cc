@@ -11,17 +11,35 @@ Expected<ExpertPlacement> parse_expert_placement(const std::string& name) {
       fmt::format("--expert-placement-strategy '{}' is not one of linear, round_robin", name));
 }
 
-bool ModelParallel::owns_expert(int64_t e, int64_t num_experts) const {
-  if (!expert_parallel || expert_size() <= 1) return true;
+Expected<All2AllBackend> parse_all2all_backend(const std::string& name) {
+  if (name == "auto" || name == "allgather_reducescatter") {
+    return All2AllBackend::kAllGatherReduceScatter;
+  }
+  if (name == "naive") return All2AllBackend::kNaive;
+  if (name == "low_latency") {
+    return unsupported(
+        "--all2all-backend low_latency (fixed-size per-expert buffers and a masked grouped GEMM "
+        "that reads the counts on the GPU) is not built yet; use allgather_reducescatter or "
+        "naive");
+  }
+  return invalid_argument(fmt::format(
+      "--all2all-backend '{}': choose auto, allgather_reducescatter, naive or low_latency", name));
+}
+
+int ModelParallel::expert_owner(int64_t e, int64_t num_experts) const {
+  if (!expert_parallel || expert_size() <= 1) return expert_rank();
   const int64_t n = expert_size();
-  if (placement == ExpertPlacement::kRoundRobin) return e % n == expert_rank();
+  if (placement == ExpertPlacement::kRoundRobin) return static_cast<int>(e % n);
   // Linear: contiguous ranges, the first `num_experts % n` ranks one expert longer.
   const int64_t base = num_experts / n;
   const int64_t extra = num_experts % n;
-  const int64_t r = expert_rank();
-  const int64_t start = r * base + std::min(r, extra);
-  const int64_t length = base + (r < extra ? 1 : 0);
-  return e >= start && e < start + length;
+  const int64_t long_part = extra * (base + 1);
+  if (e < long_part) return static_cast<int>(e / (base + 1));
+  return static_cast<int>(extra + (e - long_part) / base);
+}
+
+bool ModelParallel::owns_expert(int64_t e, int64_t num_experts) const {
+  return expert_owner(e, num_experts) == expert_rank();
 }
 
 ShardRange ModelParallel::kv_heads(int64_t num_kv_heads) const {

@@ -15,7 +15,8 @@
 // each data-parallel rank runs the whole attention on its own sequences, and the routed experts
 // are spread over the `dp` group. Each MoE layer gathers every rank's tokens (padded to the
 // longest rank's count), runs this rank's experts on all of them and reduce-scatters the sums
-// back (the allgather_reducescatter backend); shared experts run on the rank's own tokens.
+// back (the allgather_reducescatter backend), or sends each token only to the ranks that hold
+// its experts (naive); shared experts run on the rank's own tokens.
 // Every rank of the group must then run a forward for every step, with at least one token.
 #pragma once
 
@@ -32,6 +33,17 @@ enum class ExpertPlacement : uint8_t { kLinear, kRoundRobin };
 
 Expected<ExpertPlacement> parse_expert_placement(const std::string& name);
 
+// How data-parallel ranks that share experts exchange a MoE layer's tokens
+// (--all2all-backend, model/moe/expert_exchange.h).
+enum class All2AllBackend : uint8_t {
+  kAllGatherReduceScatter,  // every rank sees every token; sums come back by reduce-scatter
+  kNaive,                   // each token goes only to the ranks holding its experts (send/recv)
+};
+
+// "auto" and "allgather_reducescatter" -> the baseline; "naive"; anything else is an error.
+// "low_latency" is named but not built.
+Expected<All2AllBackend> parse_all2all_backend(const std::string& name);
+
 struct ModelParallel {
   Communicator* tp = nullptr;  // the tensor-parallel group; null = one rank. Outlives the model.
   bool expert_parallel = false;
@@ -39,6 +51,7 @@ struct ModelParallel {
   // The data-parallel ranks that share the experts; null = none. Tensor parallelism inside a
   // data-parallel rank is not combined with it yet (tp must be null or of size 1).
   Communicator* dp = nullptr;
+  All2AllBackend all2all = All2AllBackend::kAllGatherReduceScatter;
 
   int rank() const { return tp != nullptr ? tp->rank() : 0; }
   int size() const { return tp != nullptr ? tp->size() : 1; }
@@ -47,6 +60,8 @@ struct ModelParallel {
   // The ranks the routed experts are spread over: the dp group, else the tp group.
   int expert_rank() const { return is_data_parallel() ? dp->rank() : rank(); }
   int expert_size() const { return is_data_parallel() ? dp->size() : size(); }
+  // The expert rank that holds routed expert `e` of `num_experts`.
+  int expert_owner(int64_t e, int64_t num_experts) const;
   // Whether routed expert `e` of `num_experts` lives on this rank.
   bool owns_expert(int64_t e, int64_t num_experts) const;
   // The KV heads this rank holds: [start, start + length).

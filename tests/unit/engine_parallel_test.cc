@@ -11,7 +11,7 @@
 #include "engine/data_parallel_engine.h"
 #include "engine/model_engine.h"
 #include "engine/parallel_model_runner.h"
-#include "io/safetensors.h"
+#include "unit/forward_test_util.h"
 
 namespace locus {
 namespace {
@@ -20,12 +20,17 @@ std::filesystem::path model_dir(const std::string& name) {
   return std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / name;
 }
 
-std::vector<int32_t> read_ids(const SafetensorsFile& f, const std::string& name) {
-  auto t = f.tensor(name);
-  EXPECT_TRUE(t.has_value()) << name;
-  if (!t) return {};
-  const auto* p = static_cast<const int32_t*>(t->raw_data());
-  return std::vector<int32_t>(p, p + t->numel());
+// The fixture's golden prompts and greedy continuations.
+testing::Goldens goldens(const std::string& fixture) {
+  return testing::load_goldens(model_dir(fixture));
+}
+
+SamplingParams greedy_for(const testing::Goldens& g) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.max_tokens = static_cast<int>(g.greedy[0].size());
+  greedy.ignore_eos = true;
+  return greedy;
 }
 
 ModelEngineOptions options(const std::string& name, int tp, bool ep) {
@@ -54,26 +59,16 @@ class EngineParallel : public ::testing::TestWithParam<Param> {};
 
 TEST_P(EngineParallel, GreedyMatchesTransformers) {
   const Param p = GetParam();
-  auto golden = SafetensorsFile::open(model_dir(p.fixture) / "golden.safetensors");
-  ASSERT_TRUE(golden.has_value()) << golden.status().to_string();
-  const int n = std::stoi(golden->metadata().at("num_prompts"));
-  std::vector<std::vector<int32_t>> prompts, want;
-  for (int i = 0; i < n; ++i) {
-    prompts.push_back(read_ids(*golden, "prompt." + std::to_string(i)));
-    want.push_back(read_ids(*golden, "greedy." + std::to_string(i)));
-  }
+  const testing::Goldens g = goldens(p.fixture);
+  ASSERT_FALSE(g.prompts.empty());
   auto me = open_model_engine(options(p.fixture, p.tp, p.ep));
   ASSERT_TRUE(me.has_value()) << me.status().to_string();
   EXPECT_EQ(me->tensor_parallel_size, p.tp);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  greedy.max_tokens = static_cast<int>(want[0].size());
-  greedy.ignore_eos = true;
-  auto results = me->engine->generate(prompts, greedy);
+  auto results = me->engine->generate(g.prompts, greedy_for(g));
   ASSERT_TRUE(results.has_value()) << results.status().to_string();
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < g.prompts.size(); ++i) {
     ASSERT_EQ((*results)[i].completions.size(), 1u);
-    EXPECT_EQ((*results)[i].completions[0].token_ids, want[i]) << "prompt " << i;
+    EXPECT_EQ((*results)[i].completions[0].token_ids, g.greedy[i]) << "prompt " << i;
   }
   // Every step ran through rank 0's runner (and so on every rank).
   EXPECT_GT(me->runner->eager_steps(), 0);
@@ -98,14 +93,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineParallel,
 TEST(EngineDataParallel, ReplicasServeAndAgree) {
   for (int tp : {1, 2}) {
     const std::string fixture = "qwen3-moe";
-    auto golden = SafetensorsFile::open(model_dir(fixture) / "golden.safetensors");
-    ASSERT_TRUE(golden.has_value()) << golden.status().to_string();
-    const int n = std::stoi(golden->metadata().at("num_prompts"));
-    std::vector<std::vector<int32_t>> prompts, want;
-    for (int i = 0; i < n; ++i) {
-      prompts.push_back(read_ids(*golden, "prompt." + std::to_string(i)));
-      want.push_back(read_ids(*golden, "greedy." + std::to_string(i)));
-    }
+    const testing::Goldens g = goldens(fixture);
+    const auto& prompts = g.prompts;
+    const auto& want = g.greedy;
+    ASSERT_FALSE(prompts.empty());
+    const auto n = static_cast<int>(prompts.size());
     ModelEngineOptions o = options(fixture, tp, false);
     o.data_parallel_size = 2;
     auto me = open_model_engine(o);
@@ -113,10 +105,7 @@ TEST(EngineDataParallel, ReplicasServeAndAgree) {
     EXPECT_EQ(me->data_parallel_size, 2);
     auto* dp = dynamic_cast<DataParallelEngine*>(me->engine.get());
     ASSERT_NE(dp, nullptr);
-    SamplingParams greedy;
-    greedy.temperature = 0.0f;
-    greedy.max_tokens = static_cast<int>(want[0].size());
-    greedy.ignore_eos = true;
+    const SamplingParams greedy = greedy_for(g);
     auto results = me->engine->generate(prompts, greedy);
     ASSERT_TRUE(results.has_value()) << results.status().to_string();
     for (int i = 0; i < n; ++i)
@@ -154,39 +143,38 @@ TEST(EngineDataParallel, ReplicasServeAndAgree) {
 }
 
 // DP attention + EP MoE through the engine: two replicas, each with half of the experts, step
-// together (an idle replica runs dummy steps so that the MoE collectives always pair up). The
-// goldens come out, and a lone request finishes while the other replica has nothing to do.
+// together (an idle replica runs dummy steps so that the MoE collectives always pair up), with
+// both token exchanges. The goldens come out, and a lone request finishes while the other
+// replica has nothing to do.
 TEST(EngineDataParallel, SharedExpertsStepTogether) {
-  for (const std::string fixture : {"qwen3-moe", "deepseek-v3"}) {
-    auto golden = SafetensorsFile::open(model_dir(fixture) / "golden.safetensors");
-    ASSERT_TRUE(golden.has_value()) << golden.status().to_string();
-    const int n = std::stoi(golden->metadata().at("num_prompts"));
-    std::vector<std::vector<int32_t>> prompts, want;
-    for (int i = 0; i < n; ++i) {
-      prompts.push_back(read_ids(*golden, "prompt." + std::to_string(i)));
-      want.push_back(read_ids(*golden, "greedy." + std::to_string(i)));
-    }
-    ModelEngineOptions o = options(fixture, 1, true);
+  struct Case {
+    std::string fixture;
+    std::string all2all;
+  };
+  for (const Case& c : {Case{"qwen3-moe", "auto"}, Case{"deepseek-v3", "auto"},
+                        Case{"qwen3-moe", "naive"}, Case{"deepseek-v3", "naive"}}) {
+    const std::string where = c.fixture + " --all2all-backend " + c.all2all;
+    const testing::Goldens g = goldens(c.fixture);
+    ASSERT_GE(g.prompts.size(), 3u);
+    ModelEngineOptions o = options(c.fixture, 1, true);
     o.data_parallel_size = 2;
+    o.all2all_backend = c.all2all;
     auto me = open_model_engine(o);
     ASSERT_TRUE(me.has_value()) << me.status().to_string();
     auto* dp = dynamic_cast<DataParallelEngine*>(me->engine.get());
     ASSERT_NE(dp, nullptr);
-    SamplingParams greedy;
-    greedy.temperature = 0.0f;
-    greedy.max_tokens = static_cast<int>(want[0].size());
-    greedy.ignore_eos = true;
-    auto results = me->engine->generate(prompts, greedy);
+    const SamplingParams greedy = greedy_for(g);
+    auto results = me->engine->generate(g.prompts, greedy);
     ASSERT_TRUE(results.has_value()) << results.status().to_string();
-    for (int i = 0; i < n; ++i) {
-      EXPECT_EQ((*results)[i].completions[0].token_ids, want[i]) << fixture << " prompt " << i;
+    for (size_t i = 0; i < g.prompts.size(); ++i) {
+      EXPECT_EQ((*results)[i].completions[0].token_ids, g.greedy[i]) << where << " prompt " << i;
     }
     EXPECT_GT(dp->replica(0).stats().num_steps, 0u);
     EXPECT_GT(dp->replica(1).stats().num_steps, 0u);
 
-    auto alone = me->engine->generate({prompts[2]}, greedy);
+    auto alone = me->engine->generate({g.prompts[2]}, greedy);
     ASSERT_TRUE(alone.has_value()) << alone.status().to_string();
-    EXPECT_EQ((*alone)[0].completions[0].token_ids, want[2]) << fixture;
+    EXPECT_EQ((*alone)[0].completions[0].token_ids, g.greedy[2]) << where;
     EXPECT_TRUE(me->engine->health().is_ok());
   }
 }
@@ -203,13 +191,20 @@ TEST(EngineParallelOptions, WhatCannotRunSaysWhy) {
   expect_error(dp_ep, ErrorCode::kUnsupported,
                "--tensor-parallel-size 2 inside --data-parallel-size 2 replicas");
 
-  ModelEngineOptions a2a = options("qwen3-moe", 2, true);
+  ModelEngineOptions a2a = options("qwen3-moe", 1, true);
+  a2a.data_parallel_size = 2;
   a2a.all2all_backend = "low_latency";
-  expect_error(a2a, ErrorCode::kUnsupported, "--all2all-backend low_latency is not built yet");
+  expect_error(a2a, ErrorCode::kUnsupported, "--all2all-backend low_latency");
 
   ModelEngineOptions bad = options("qwen3-moe", 2, true);
   bad.all2all_backend = "deepep";
-  expect_error(bad, ErrorCode::kInvalidArgument, "--all2all-backend deepep: choose");
+  expect_error(bad, ErrorCode::kInvalidArgument, "--all2all-backend 'deepep': choose");
+
+  // Tensor-parallel ranks see every token: there is nothing to send between them.
+  ModelEngineOptions tp_naive = options("qwen3-moe", 2, true);
+  tp_naive.all2all_backend = "naive";
+  expect_error(tp_naive, ErrorCode::kInvalidArgument,
+               "--all2all-backend naive moves tokens between data-parallel ranks");
 
   // kimi-k2's fixture has 2 attention heads: 4 ranks cannot split them.
   expect_error(options("kimi-k2", 4, false), ErrorCode::kInvalidArgument,

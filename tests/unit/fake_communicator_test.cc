@@ -111,6 +111,59 @@ TEST(FakeCommunicator, ReduceScatterAndBroadcast) {
   });
 }
 
+TEST(FakeCommunicator, AllToAllMovesUnevenRowsInRankOrder) {
+  // Rank s sends (s + d) % 3 rows to rank d (some zero), except rank 0, which sends none but
+  // receives; row values name sender, receiver, row.
+  constexpr int kRanks = 3;
+  auto count = [](int s, int d) { return static_cast<int64_t>(s == 0 ? 0 : (s + d) % 3); };
+  run_group(kRanks, [&](int r, Communicator& comm) {
+    std::vector<int64_t> send(kRanks), recv(kRanks);
+    int64_t sent = 0, received = 0;
+    for (int q = 0; q < kRanks; ++q) {
+      send[static_cast<size_t>(q)] = count(r, q);
+      recv[static_cast<size_t>(q)] = count(q, r);
+      sent += count(r, q);
+      received += count(q, r);
+    }
+    Tensor in = Tensor::empty({sent, 2}, DType::kF32).value();
+    int64_t row = 0;
+    for (int d = 0; d < kRanks; ++d) {
+      for (int64_t i = 0; i < count(r, d); ++i, ++row) {
+        in.data<float>()[row * 2] = static_cast<float>(100 * r + 10 * d + i);
+        in.data<float>()[row * 2 + 1] = -static_cast<float>(row);
+      }
+    }
+    Tensor out = Tensor::empty({received, 2}, DType::kF32).value();
+    ASSERT_TRUE(comm.all_to_all(in, send, out, recv).is_ok());
+    row = 0;
+    for (int s = 0; s < kRanks; ++s) {
+      for (int64_t i = 0; i < count(s, r); ++i, ++row)
+        EXPECT_EQ(out.data<float>()[row * 2], static_cast<float>(100 * s + 10 * r + i));
+    }
+    EXPECT_EQ(row, received);
+    // Counts that do not add up to the tensors are refused before any rendezvous.
+    Tensor short_out = Tensor::empty({received + 1, 2}, DType::kF32).value();
+    EXPECT_FALSE(comm.all_to_all(in, send, short_out, recv).is_ok());
+  });
+}
+
+TEST(FakeCommunicator, AllToAllWithDisagreeingCountsFailsOnEveryRank) {
+  std::vector<Status> got(2);
+  run_group(2, [&](int r, Communicator& comm) {
+    // Rank 0 sends one row to rank 1, which expects two.
+    std::vector<int64_t> send = {0, r == 0 ? 1 : 0};
+    std::vector<int64_t> recv = {r == 1 ? 2 : 0, 0};
+    Tensor in = Tensor::empty({send[1], 4}, DType::kF32).value();
+    Tensor out = Tensor::empty({recv[0], 4}, DType::kF32).value();
+    got[static_cast<size_t>(r)] = comm.all_to_all(in, send, out, recv);
+  });
+  for (const Status& s : got) {
+    EXPECT_FALSE(s.is_ok());
+    EXPECT_NE(s.to_string().find("sends 1 rows to rank 1, which expects 2"), std::string::npos)
+        << s.to_string();
+  }
+}
+
 TEST(FakeCommunicator, DisagreeingCallsFailOnEveryRank) {
   std::vector<std::string> errors(2);
   run_group(2, [&](int r, Communicator& comm) {

@@ -170,11 +170,20 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelForward, ::testing::ValuesIn(cases())
 // DP attention + EP MoE: each data-parallel rank prefills and decodes its own prompts (prompt i
 // on rank i % ranks, so the ranks' token counts differ and the MoE gather pads), and the experts
 // are spread over the ranks. Each rank's logits must be one rank's for the same prompts. The
-// ranks step together: one whole-prompt prefill, then one decode step per token.
-class DataParallelForward : public ::testing::TestWithParam<std::pair<std::string, int>> {};
+// ranks step together: one whole-prompt prefill, then one decode step per token. Both exchanges
+// (--all2all-backend): every token to every rank, or each token only to its experts' ranks.
+struct DpCase {
+  std::string fixture;
+  int ranks = 2;
+  All2AllBackend all2all = All2AllBackend::kAllGatherReduceScatter;
+  ExpertPlacement placement = ExpertPlacement::kLinear;
+};
+
+class DataParallelForward : public ::testing::TestWithParam<DpCase> {};
 
 TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
-  const auto [fixture, ranks] = GetParam();
+  const std::string fixture = GetParam().fixture;
+  const int ranks = GetParam().ranks;
   const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
   auto config = load_model_config(dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
@@ -202,6 +211,8 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       ModelParallel parallel;
       parallel.expert_parallel = true;
       parallel.dp = comm.get();
+      parallel.all2all = GetParam().all2all;
+      parallel.placement = GetParam().placement;
       auto model = Model::load(*config, **weights, backend, parallel);
       if (!model) {
         errors[static_cast<size_t>(r)] = model.status().to_string();
@@ -242,23 +253,33 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       EXPECT_EQ(o.greedy[j], g.greedy[i]) << "rank " << r << " prompt " << i;
     }
   }
-  std::printf("[parallel] %-16s dp%d+ep          logits rel L2 vs one rank: %.2e\n",
-              fixture.c_str(), ranks, worst);
+  std::printf("[parallel] %-16s dp%d+ep %-6s   logits rel L2 vs one rank: %.2e\n", fixture.c_str(),
+              ranks, GetParam().all2all == All2AllBackend::kNaive ? "naive" : "ag/rs", worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, DataParallelForward,
-    ::testing::Values(std::pair<std::string, int>{"qwen3-moe", 2},
-                      std::pair<std::string, int>{"qwen3-moe", 4},
-                      std::pair<std::string, int>{"deepseek-v3", 2},
-                      std::pair<std::string, int>{"deepseek-v3-fp8", 4},
-                      std::pair<std::string, int>{"minimax-m2", 2},
-                      std::pair<std::string, int>{"kimi-k2", 4}),
-    [](const ::testing::TestParamInfo<std::pair<std::string, int>>& param_info) {
-      std::string n = param_info.param.first + "_dp" + std::to_string(param_info.param.second);
-      std::replace(n.begin(), n.end(), '-', '_');
-      return n;
-    });
+std::vector<DpCase> dp_cases() {
+  std::vector<DpCase> out;
+  const std::vector<std::pair<std::string, int>> fixtures = {
+      {"qwen3-moe", 2},       {"qwen3-moe", 4},  {"deepseek-v3", 2},
+      {"deepseek-v3-fp8", 4}, {"minimax-m2", 2}, {"kimi-k2", 4}};
+  for (const auto& [fixture, ranks] : fixtures) {
+    out.push_back({fixture, ranks, All2AllBackend::kAllGatherReduceScatter});
+    out.push_back({fixture, ranks, All2AllBackend::kNaive});
+  }
+  out.push_back({"qwen3-moe", 3, All2AllBackend::kNaive, ExpertPlacement::kRoundRobin});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DataParallelForward, ::testing::ValuesIn(dp_cases()),
+                         [](const ::testing::TestParamInfo<DpCase>& param_info) {
+                           const DpCase& c = param_info.param;
+                           std::string n =
+                               c.fixture + "_dp" + std::to_string(c.ranks) +
+                               (c.all2all == All2AllBackend::kNaive ? "_naive" : "") +
+                               (c.placement == ExpertPlacement::kRoundRobin ? "_round_robin" : "");
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 // Expert placement: every expert on exactly one rank, linear ranges in order, round robin by
 // remainder, uneven counts spread one extra expert over the first ranks.
@@ -274,6 +295,7 @@ TEST(ModelParallel, ExpertPlacementCoversEveryExpertOnce) {
       for (int r = 0; r < ranks; ++r) {
         ModelParallel p{comms[static_cast<size_t>(r)].get(), true, placement};
         for (int64_t e = 0; e < experts; ++e) {
+          EXPECT_EQ(p.owns_expert(e, experts), p.expert_owner(e, experts) == r) << e;
           if (!p.owns_expert(e, experts)) continue;
           EXPECT_EQ(owner[static_cast<size_t>(e)], -1) << "expert " << e << " on two ranks";
           owner[static_cast<size_t>(e)] = r;
@@ -298,6 +320,10 @@ TEST(ModelParallel, ExpertPlacementCoversEveryExpertOnce) {
   }
   EXPECT_TRUE(parse_expert_placement("round_robin").has_value());
   EXPECT_FALSE(parse_expert_placement("random").has_value());
+  EXPECT_EQ(parse_all2all_backend("auto").value(), All2AllBackend::kAllGatherReduceScatter);
+  EXPECT_EQ(parse_all2all_backend("naive").value(), All2AllBackend::kNaive);
+  EXPECT_EQ(parse_all2all_backend("low_latency").status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(parse_all2all_backend("deepep").status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
         loader.gated_mlp(prefix + ".shared_experts", "gate_proj", "up_proj", "down_proj", width));
   }
   block.routing_ = spec.routing;
-  if (parallel.is_data_parallel()) block.dp_ = parallel.dp;
+  if (parallel.is_data_parallel())
+    block.exchange_ = make_expert_exchange(parallel, moe.num_experts);
   return block;
 }
 
@@ -58,14 +59,6 @@ Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step) const {
 }
 
 Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const {
-  if (dp_ != nullptr) {
-    if (step != nullptr) LOCUS_RETURN_IF_ERROR(ops.add_rms_norm_to(*step));
-    LOCUS_ASSIGN_OR_RETURN(Tensor routed, run_data_parallel(ops, x));
-    if (!shared_experts_) return routed;
-    LOCUS_ASSIGN_OR_RETURN(Tensor shared, gated_mlp_forward(ops, *shared_experts_, x));
-    LOCUS_RETURN_IF_ERROR(ops.add(routed, shared, routed));
-    return routed;
-  }
   const int64_t tokens = x.size(0);
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
@@ -79,51 +72,25 @@ Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step
     LOCUS_RETURN_IF_ERROR(
         ops.moe_router(x, router_, correction_bias_, routing_, logits, topk_ids, topk_weights));
   }
-  LOCUS_ASSIGN_OR_RETURN(Tensor routed, ops.empty(x.shape(), ops.activation_dtype()));
-  LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
+  Tensor routed;
+  if (exchange_ == nullptr) {
+    LOCUS_ASSIGN_OR_RETURN(routed, ops.empty(x.shape(), ops.activation_dtype()));
+    LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
+  } else {
+    LOCUS_ASSIGN_OR_RETURN(ExpertDispatch dispatch,
+                           exchange_->prepare(ops, x, topk_ids, topk_weights));
+    LOCUS_ASSIGN_OR_RETURN(Tensor expert_out,
+                           ops.empty(dispatch.x.shape(), ops.activation_dtype()));
+    if (dispatch.x.size(0) > 0) {
+      LOCUS_RETURN_IF_ERROR(ops.moe_experts(dispatch.x, dispatch.topk_ids, dispatch.topk_weights,
+                                            experts_, expert_out));
+    }
+    LOCUS_ASSIGN_OR_RETURN(routed, exchange_->finalize(ops, dispatch, expert_out));
+  }
   if (!shared_experts_) return routed;
   LOCUS_ASSIGN_OR_RETURN(Tensor shared, gated_mlp_forward(ops, *shared_experts_, x));
   LOCUS_RETURN_IF_ERROR(ops.add(routed, shared, routed));
   return routed;
-}
-
-Expected<Tensor> MoeBlock::run_data_parallel(Ops& ops, const Tensor& x) const {
-  const int64_t tokens = x.size(0);
-  const int64_t hidden = x.size(1);
-  const int ranks = dp_->size();
-  const DType dtype = ops.activation_dtype();
-  // Every rank's token count (host tensors: the counts size the buffers below).
-  LOCUS_ASSIGN_OR_RETURN(Tensor count, Tensor::empty({1}, DType::kI32));
-  count.data<int32_t>()[0] = static_cast<int32_t>(tokens);
-  LOCUS_ASSIGN_OR_RETURN(Tensor counts, Tensor::empty({ranks}, DType::kI32));
-  LOCUS_RETURN_IF_ERROR(dp_->all_gather(count, counts, 0));
-  int64_t longest = 0;
-  for (int r = 0; r < ranks; ++r)
-    longest = std::max<int64_t>(longest, counts.data<int32_t>()[r]);
-
-  // Padded to the longest rank's count so that every rank sends the same shape; padding rows
-  // are zeros, routed like any row, and dropped after the reduce-scatter.
-  LOCUS_ASSIGN_OR_RETURN(Tensor padded, ops.zeros({longest, hidden}, dtype));
-  LOCUS_ASSIGN_OR_RETURN(Tensor head, padded.slice(0, 0, tokens));
-  LOCUS_RETURN_IF_ERROR(ops.copy(x, head));
-  LOCUS_ASSIGN_OR_RETURN(Tensor all, ops.empty({ranks * longest, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(dp_->all_gather(padded, all, 0));
-
-  const int64_t k = routing_.top_k;
-  const int64_t rows = all.size(0);
-  LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({rows, router_.out_features()}, DType::kF32));
-  LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({rows, k}, DType::kI32));
-  LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({rows, k}, DType::kF32));
-  LOCUS_RETURN_IF_ERROR(
-      ops.moe_router(all, router_, correction_bias_, routing_, logits, topk_ids, topk_weights));
-  LOCUS_ASSIGN_OR_RETURN(Tensor partial, ops.empty(all.shape(), dtype));
-  LOCUS_RETURN_IF_ERROR(ops.moe_experts(all, topk_ids, topk_weights, experts_, partial));
-  LOCUS_ASSIGN_OR_RETURN(Tensor mine, ops.empty({longest, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(dp_->reduce_scatter_sum(partial, mine));
-  LOCUS_ASSIGN_OR_RETURN(Tensor out, ops.empty({tokens, hidden}, dtype));
-  LOCUS_ASSIGN_OR_RETURN(Tensor used, mine.slice(0, 0, tokens));
-  LOCUS_RETURN_IF_ERROR(ops.copy(used, out));
-  return out;
 }
 
 }  // namespace locus

@@ -2,12 +2,14 @@
 // experts where the family has them (DeepSeek, GLM): out = experts(x) + shared(x).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/ops.h"
 #include "model/arch/architecture.h"
+#include "model/moe/expert_exchange.h"
 #include "model/parallel.h"
 #include "model/weight_loader.h"
 
@@ -34,11 +36,10 @@ class MoeBlock {
   std::vector<ExpertWeights> experts_;
   std::optional<ExpertWeights> shared_experts_;
   Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const;
-  // The routed experts' output for this rank's tokens x when the experts are spread over
-  // data-parallel ranks: gather every rank's tokens, run the local experts, reduce-scatter.
-  Expected<Tensor> run_data_parallel(Ops& ops, const Tensor& x) const;
   MoeRouting routing_;
-  Communicator* dp_ = nullptr;
+  // Set when the experts are spread over data-parallel ranks: takes each rank's routed tokens
+  // to the experts' ranks and the outputs back.
+  std::shared_ptr<const ExpertExchange> exchange_;
 };
 
 }  // namespace locus

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -20,6 +21,10 @@ struct NcclApi {
   decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
 };
 
 namespace {
@@ -53,6 +58,10 @@ Expected<const NcclApi*> load_nccl() {
     resolve(api.all_gather, "ncclAllGather");
     resolve(api.reduce_scatter, "ncclReduceScatter");
     resolve(api.broadcast, "ncclBroadcast");
+    resolve(api.send, "ncclSend");
+    resolve(api.recv, "ncclRecv");
+    resolve(api.group_start, "ncclGroupStart");
+    resolve(api.group_end, "ncclGroupEnd");
   });
   if (!failure.is_ok()) return failure;
   return &api;
@@ -133,46 +142,28 @@ std::string NcclCommunicator::description() const {
                      backend_->device().to_string());
 }
 
-Status NcclCommunicator::check_tensor(const char* op, const Tensor& t) const {
-  if (!t.defined() || t.device() != backend_->device() || !t.is_contiguous()) {
-    return invalid_argument(fmt::format("{}: rank {} needs a contiguous tensor on {}, got {}", op,
-                                        rank_, backend_->device().to_string(),
-                                        t.defined() ? t.to_string() : std::string("undefined")));
-  }
-  return Status::ok();
+Expected<int> NcclCommunicator::begin(const char* op, DType dtype, bool summed) const {
+  LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type(op, dtype, summed));
+  LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
+  return static_cast<int>(type);
 }
 
-Status NcclCommunicator::all_reduce_sum(Tensor& t) {
-  LOCUS_RETURN_IF_ERROR(check_tensor("all_reduce_sum", t));
-  LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type("all_reduce_sum", t.dtype(), true));
-  LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
-  return nccl_status(
-      api_, "ncclAllReduce",
-      api_->all_reduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), type, ncclSum,
-                       static_cast<ncclComm_t>(comm_), backend_->stream()));
+Status NcclCommunicator::do_all_reduce_sum(Tensor& t) {
+  LOCUS_ASSIGN_OR_RETURN(int type, begin("all_reduce_sum", t.dtype(), true));
+  return nccl_status(api_, "ncclAllReduce",
+                     api_->all_reduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                      static_cast<ncclDataType_t>(type), ncclSum,
+                                      static_cast<ncclComm_t>(comm_), backend_->stream()));
 }
 
-Status NcclCommunicator::all_gather(const Tensor& in, Tensor& out, int dim) {
-  LOCUS_RETURN_IF_ERROR(check_tensor("all_gather", in));
-  LOCUS_RETURN_IF_ERROR(check_tensor("all_gather", out));
-  const int nd = dim < 0 ? dim + in.ndim() : dim;
-  if (nd < 0 || nd >= in.ndim()) {
-    return invalid_argument(
-        fmt::format("all_gather: dim {} is not a dimension of {}", dim, in.to_string()));
-  }
-  Dims want = in.shape();
-  want[nd] = in.size(nd) * size_;
-  if (out.shape() != want || out.dtype() != in.dtype()) {
-    return invalid_argument(fmt::format("all_gather: out is {}, want {} {}", out.to_string(),
-                                        dtype_name(in.dtype()), want.to_string()));
-  }
-  LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type("all_gather", in.dtype(), false));
-  LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
+Status NcclCommunicator::do_all_gather(const Tensor& in, Tensor& out, int dim) {
+  LOCUS_ASSIGN_OR_RETURN(int type, begin("all_gather", in.dtype(), false));
   const auto count = static_cast<size_t>(in.numel());
-  if (nd == 0) {
-    return nccl_status(api_, "ncclAllGather",
-                       api_->all_gather(in.raw_data(), out.raw_data(), count, type,
-                                        static_cast<ncclComm_t>(comm_), backend_->stream()));
+  if (dim == 0) {
+    return nccl_status(
+        api_, "ncclAllGather",
+        api_->all_gather(in.raw_data(), out.raw_data(), count, static_cast<ncclDataType_t>(type),
+                         static_cast<ncclComm_t>(comm_), backend_->stream()));
   }
   // NCCL concatenates along the outermost dim: gather into [size, in...], then move rank r's
   // [outer, chunk] block to columns [r * chunk, (r + 1) * chunk) of out's [outer, size * chunk].
@@ -181,10 +172,11 @@ Status NcclCommunicator::all_gather(const Tensor& in, Tensor& out, int dim) {
   }
   LOCUS_RETURN_IF_ERROR(
       nccl_status(api_, "ncclAllGather",
-                  api_->all_gather(in.raw_data(), gather_scratch_.raw_data(), count, type,
+                  api_->all_gather(in.raw_data(), gather_scratch_.raw_data(), count,
+                                   static_cast<ncclDataType_t>(type),
                                    static_cast<ncclComm_t>(comm_), backend_->stream())));
   size_t outer = 1;
-  for (int i = 0; i < nd; ++i)
+  for (int i = 0; i < dim; ++i)
     outer *= static_cast<size_t>(in.size(i));
   const size_t chunk = in.nbytes() / outer;
   const auto* src = static_cast<const char*>(gather_scratch_.raw_data());
@@ -199,33 +191,57 @@ Status NcclCommunicator::all_gather(const Tensor& in, Tensor& out, int dim) {
   return Status::ok();
 }
 
-Status NcclCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  LOCUS_RETURN_IF_ERROR(check_tensor("reduce_scatter_sum", in));
-  LOCUS_RETURN_IF_ERROR(check_tensor("reduce_scatter_sum", out));
-  if (out.numel() * size_ != in.numel() || out.dtype() != in.dtype()) {
-    return invalid_argument(fmt::format("reduce_scatter_sum: out {} is not 1/{} of in {}",
-                                        out.to_string(), size_, in.to_string()));
-  }
-  LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type("reduce_scatter_sum", in.dtype(), true));
-  LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
+Status NcclCommunicator::do_reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  LOCUS_ASSIGN_OR_RETURN(int type, begin("reduce_scatter_sum", in.dtype(), true));
   return nccl_status(
       api_, "ncclReduceScatter",
-      api_->reduce_scatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), type,
-                           ncclSum, static_cast<ncclComm_t>(comm_), backend_->stream()));
+      api_->reduce_scatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                           static_cast<ncclDataType_t>(type), ncclSum,
+                           static_cast<ncclComm_t>(comm_), backend_->stream()));
 }
 
-Status NcclCommunicator::broadcast(Tensor& t, int root) {
-  LOCUS_RETURN_IF_ERROR(check_tensor("broadcast", t));
-  if (root < 0 || root >= size_) {
-    return invalid_argument(
-        fmt::format("broadcast: root {} is not a rank of a group of {}", root, size_));
-  }
-  LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type("broadcast", t.dtype(), false));
+Status NcclCommunicator::do_broadcast(Tensor& t, int root) {
+  LOCUS_ASSIGN_OR_RETURN(int type, begin("broadcast", t.dtype(), false));
+  return nccl_status(api_, "ncclBroadcast",
+                     api_->broadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                     static_cast<ncclDataType_t>(type), root,
+                                     static_cast<ncclComm_t>(comm_), backend_->stream()));
+}
+
+Status NcclCommunicator::do_all_to_all(const Tensor& in, std::span<const int64_t> send_counts,
+                                       Tensor& out, std::span<const int64_t> recv_counts) {
+  // Rows move as bytes: any dtype, counted in ncclInt8 elements.
   LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
-  return nccl_status(
-      api_, "ncclBroadcast",
-      api_->broadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), type, root,
-                      static_cast<ncclComm_t>(comm_), backend_->stream()));
+  // From the row shape (in and out share it), not from the bytes: either may have no rows.
+  Dims row = in.shape();
+  row[0] = 1;
+  const size_t in_row = dtype_bytes(in.dtype(), static_cast<size_t>(shape_numel(row)));
+  const size_t out_row = in_row;
+  const auto comm = static_cast<ncclComm_t>(comm_);
+  LOCUS_RETURN_IF_ERROR(nccl_status(api_, "ncclGroupStart", api_->group_start()));
+  Status status = Status::ok();
+  size_t sent = 0;
+  size_t received = 0;
+  for (int r = 0; r < size_ && status.is_ok(); ++r) {
+    const auto send_bytes = static_cast<size_t>(send_counts[static_cast<size_t>(r)]) * in_row;
+    const auto recv_bytes = static_cast<size_t>(recv_counts[static_cast<size_t>(r)]) * out_row;
+    if (send_bytes > 0) {
+      status = nccl_status(api_, "ncclSend",
+                           api_->send(static_cast<const char*>(in.raw_data()) + sent, send_bytes,
+                                      ncclInt8, r, comm, backend_->stream()));
+    }
+    if (status.is_ok() && recv_bytes > 0) {
+      status = nccl_status(api_, "ncclRecv",
+                           api_->recv(static_cast<char*>(out.raw_data()) + received, recv_bytes,
+                                      ncclInt8, r, comm, backend_->stream()));
+    }
+    sent += send_bytes;
+    received += recv_bytes;
+  }
+  // The group is closed even after a failed call, so the communicator stays usable.
+  const Status end = nccl_status(api_, "ncclGroupEnd", api_->group_end());
+  LOCUS_RETURN_IF_ERROR(status);
+  return end;
 }
 
 }  // namespace locus

@@ -31,16 +31,22 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string description() const override;
+  Device device() const override { return backend_->device(); }
 
-  Status all_reduce_sum(Tensor& t) override;
-  Status all_gather(const Tensor& in, Tensor& out, int dim) override;
-  Status reduce_scatter_sum(const Tensor& in, Tensor& out) override;
-  Status broadcast(Tensor& t, int root) override;
+ protected:
+  Status do_all_reduce_sum(Tensor& t) override;
+  Status do_all_gather(const Tensor& in, Tensor& out, int dim) override;
+  Status do_reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  Status do_broadcast(Tensor& t, int root) override;
+  // One ncclSend and one ncclRecv per peer with rows to move, in one NCCL group.
+  Status do_all_to_all(const Tensor& in, std::span<const int64_t> send_counts, Tensor& out,
+                       std::span<const int64_t> recv_counts) override;
 
  private:
   NcclCommunicator(const NcclApi* api, void* comm, CudaBackend* backend, int rank, int size)
       : api_(api), comm_(comm), backend_(backend), rank_(rank), size_(size) {}
-  Status check_tensor(const char* op, const Tensor& t) const;
+  // The NCCL type of `dtype` (sums: floating types only) after selecting this rank's GPU.
+  Expected<int> begin(const char* op, DType dtype, bool summed) const;
 
   const NcclApi* api_;
   void* comm_;  // ncclComm_t
