@@ -112,6 +112,7 @@ Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch) {
   forward_.block_table = batch.block_table;
   forward_.slot_mapping = batch.slot_mapping;
   forward_.logits_indices = batch.logits_indices;
+  forward_.dp_max_tokens = batch.dp_max_tokens;
   if (graphs_ && graphs_->can_run(forward_)) {
     ++graph_steps_;
     return graphs_->run_on_device(forward_);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace locus {
 
 uint64_t LockstepGroup::claim_real(int r) {
@@ -25,6 +27,20 @@ bool LockstepGroup::wait_turn(int r, uint64_t step) {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return stopped_ || done_[static_cast<size_t>(r)] + 1 == step; });
   return !stopped_;
+}
+
+int64_t LockstepGroup::max_tokens(uint64_t step, int64_t tokens) {
+  std::unique_lock lock(mutex_);
+  const int replicas = static_cast<int>(claimed_.size());
+  Counts& c = counts_[step];
+  c.most = std::max(c.most, tokens);
+  ++c.posted;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return stopped_ || c.posted == replicas; });
+  if (stopped_) return 0;
+  const int64_t most = c.most;
+  if (++c.read == replicas) counts_.erase(step);
+  return most;
 }
 
 void LockstepGroup::finish(int r, uint64_t step) {
@@ -78,7 +94,13 @@ Expected<Tensor> LockstepRunner::run(uint64_t step, const ModelInputBatch& batch
   if (!group_->wait_turn(replica_, step)) {
     return internal_error(fmt::format("data-parallel replica {}: stopped", replica_));
   }
-  auto out = inner_->execute(batch);
+  // Every replica runs this step: agree on its most tokens once, here, rather than in each MoE
+  // layer.
+  const int64_t most = group_->max_tokens(step, batch.num_tokens());
+  if (most == 0) return internal_error(fmt::format("data-parallel replica {}: stopped", replica_));
+  ModelInputBatch padded_batch = batch;
+  padded_batch.dp_max_tokens = most;
+  auto out = inner_->execute(padded_batch);
   if (!out) {
     abort_group_(
         fmt::format("data-parallel replica {} failed: {}", replica_, out.status().to_string()));

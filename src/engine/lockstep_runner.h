@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,9 @@ class LockstepGroup {
   uint64_t claim_dummy(int r);
   // Waits until replica r finished every step before `step`; false once stopped.
   bool wait_turn(int r, uint64_t step);
+  // A replica runs `tokens` tokens in `step`: waits until every replica has said how many it
+  // runs in that step and returns the most (what the MoE layers pad to); 0 once stopped.
+  int64_t max_tokens(uint64_t step, int64_t tokens);
   void finish(int r, uint64_t step);
   void stop();
 
@@ -42,6 +46,12 @@ class LockstepGroup {
   uint64_t rounds_ = 0;
   std::vector<uint64_t> claimed_;
   std::vector<uint64_t> done_;
+  struct Counts {
+    int posted = 0;
+    int read = 0;
+    int64_t most = 0;
+  };
+  std::map<uint64_t, Counts> counts_;  // by step, until every replica has read its entry
   bool stopped_ = false;
 };
 

@@ -34,6 +34,9 @@ struct ModelInputBatch {
   std::vector<int32_t> logits_indices;
   // For execute_sampled: how to draw row i of the logits (one entry per logits_indices entry).
   std::vector<SamplingRowParams> device_sampling;
+  // DP attention + EP MoE: the most tokens any data-parallel rank runs in this step, agreed once
+  // per step (LockstepRunner) so that the MoE layers need not exchange counts; 0 = not known.
+  int64_t dp_max_tokens = 0;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
 };

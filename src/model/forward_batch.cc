@@ -100,6 +100,7 @@ Expected<DeviceBatch> upload_forward_batch(Ops& ops, const ForwardBatch& b) {
   LOCUS_ASSIGN_OR_RETURN(out.positions, ops.to_device(positions));
   LOCUS_ASSIGN_OR_RETURN(out.logits_indices, ops.to_device(logits));
   out.attention.block_size = b.block_size;
+  out.dp_max_tokens = b.dp_max_tokens;
   for (int64_t s = 0; s < seqs; ++s) {
     const auto i = static_cast<size_t>(s);
     out.attention.max_query_len = std::max<int64_t>(

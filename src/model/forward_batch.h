@@ -24,6 +24,8 @@ struct ForwardBatch {
   std::vector<int32_t> block_table;     // [num_seqs, max_num_blocks_per_seq], -1 padded
   std::vector<int64_t> slot_mapping;    // [num_tokens], block * block_size + offset of each token
   std::vector<int32_t> logits_indices;  // flat token rows whose logits the forward returns
+  // Data-parallel ranks sharing experts: the most tokens any rank runs this step (0 = unknown).
+  int64_t dp_max_tokens = 0;
 
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
@@ -41,6 +43,7 @@ struct DeviceBatch {
   Tensor positions;       // i32 [T]
   Tensor logits_indices;  // i32 [n]
   AttentionMetadata attention;
+  int64_t dp_max_tokens = 0;  // ForwardBatch::dp_max_tokens
 };
 Expected<DeviceBatch> upload_forward_batch(Ops& ops, const ForwardBatch& batch);
 

@@ -229,7 +229,7 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
     }
     const AddRmsNorm post = step(attn, layer.post_attention_norm);
     if (layer.moe) {
-      LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post));
+      LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post, device.dp_max_tokens));
     } else {
       LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(post));
       LOCUS_ASSIGN_OR_RETURN(pending, gated_mlp_forward(ops_, *layer.dense_mlp, normed));

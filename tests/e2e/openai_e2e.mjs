@@ -323,11 +323,12 @@ await checks.run('a client that disconnects mid-stream frees its KV blocks', asy
 
 // Parallelism on the CPU: two tensor-parallel ranks as threads over the in-process
 // communicator, two data-parallel replicas behind the balancer, or two that share their experts
-// (DP attention + EP MoE, stepping together). Dummy weights on the CPU are
-// the whole model's slices, so either server must answer like the single-rank one. GPUs need the
-// NCCL communicator, which does not exist yet: not run there.
+// (DP attention + EP MoE, stepping together, with either token exchange). Dummy weights on the
+// CPU are the whole model's slices, so each server must answer like the single-rank one. Not run
+// with --device cuda: tensor parallelism there needs two GPUs and data parallelism is CPU-only.
 if (args.device !== 'cuda') {
-  for (const flags of [['-tp', '2'], ['-dp', '2'], ['-dp', '2', '--enable-expert-parallel']]) {
+  for (const flags of [['-tp', '2'], ['-dp', '2'], ['-dp', '2', '--enable-expert-parallel'],
+                       ['-dp', '2', '--enable-expert-parallel', '--all2all-backend', 'naive']]) {
     await checks.run(`${flags.join(' ')} answers like one rank`, async () => {
       const other = await startServer(args.locus, modelDir, [
         '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '8', '--cpu-openblas',

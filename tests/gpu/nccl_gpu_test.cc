@@ -1,6 +1,7 @@
 // The NCCL communicator on every GPU of the machine (one rank per GPU, one thread per rank, as
 // ParallelModelRunner drives them): each collective's result against the host arithmetic,
-// including the all-gather along the last dim that the vocab-parallel logits use. With one GPU
+// including the all-gather along the last dim that the vocab-parallel logits use and the
+// all-to-all of uneven row counts that the naive MoE exchange uses. With one GPU
 // the group has one rank (the calls and copies still run). SKIPPED without a GPU or without
 // libnccl.so.2 (LOCUS_NCCL_LIBRARY names it).
 #include <gtest/gtest.h>
@@ -9,10 +10,12 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "core/float_convert.h"
 
 #ifdef LOCUS_HAS_CUDA
 #include "backend/cuda/runtime/nccl_communicator.h"
 #endif
+#include "gpu/gpu_test_util.h"
 
 namespace locus {
 namespace {
@@ -40,18 +43,9 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
   const int n = std::min<int>(static_cast<int>(report.gpus.size()), 8);
   std::printf("[nccl] NCCL %s, %d rank(s)\n", version->c_str(), n);
 
-  std::vector<std::unique_ptr<CudaBackend>> backends;
-  std::vector<CudaBackend*> raw;
-  for (int d = 0; d < n; ++d) {
-    CudaBackendOptions o;
-    o.device_index = d;
-    o.gpu_memory_utilization = 0.2;
-    auto b = CudaBackend::create(o);
-    ASSERT_TRUE(b.has_value()) << b.status().to_string();
-    raw.push_back(b->get());
-    backends.push_back(std::move(*b));
-  }
-  auto comms = NcclCommunicator::create_local_group(raw);
+  auto group = testing::GpuGroup::create(n);
+  ASSERT_TRUE(group.has_value()) << group.status().to_string();
+  auto comms = NcclCommunicator::create_local_group(group->gpus);
   ASSERT_TRUE(comms.has_value()) << comms.status().to_string();
 
   const int64_t rows = 3;
@@ -60,7 +54,7 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      CudaBackend& b = *backends[static_cast<size_t>(r)];
+      CudaBackend& b = *group->gpus[static_cast<size_t>(r)];
       Communicator& c = *(*comms)[static_cast<size_t>(r)];
       auto fail = [&](const std::string& what) { failures[static_cast<size_t>(r)] += what + "\n"; };
       if (const Status s = b.make_current(); !s.is_ok()) return fail(s.to_string());
@@ -125,6 +119,45 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
         if (th.data<float>()[i] != static_cast<float>(n - 1) + static_cast<float>(i) * 0.25f) {
           fail("broadcast element " + std::to_string(i));
           break;
+        }
+      }
+      // all_to_all: rank s sends (s + d) % 3 rows of 5 values to rank d, some none; bf16 rows
+      // (moved as bytes) whose values name the sender, the receiver and the row.
+      {
+        auto count = [](int s, int d) { return static_cast<int64_t>((s + d) % 3); };
+        std::vector<int64_t> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+        int64_t sent = 0, received = 0;
+        for (int q = 0; q < n; ++q) {
+          send[static_cast<size_t>(q)] = count(r, q);
+          recv[static_cast<size_t>(q)] = count(q, r);
+          sent += count(r, q);
+          received += count(q, r);
+        }
+        auto value = [](int s, int d, int64_t i, int64_t j) {
+          return static_cast<float>(16 * s + 4 * d + i) + 0.5f * static_cast<float>(j % 2);
+        };
+        Tensor h = Tensor::empty({sent, 5}, DType::kBF16).value();
+        int64_t row = 0;
+        for (int d = 0; d < n; ++d) {
+          for (int64_t i = 0; i < count(r, d); ++i, ++row) {
+            for (int64_t j = 0; j < 5; ++j)
+              h.data<uint16_t>()[row * 5 + j] = f32_to_bf16_bits(value(r, d, i, j));
+          }
+        }
+        Tensor in_rows = b.to_device(h).value();
+        Tensor out_rows = b.empty({received, 5}, DType::kBF16).value();
+        if (!expect_ok(c.all_to_all(in_rows, send, out_rows, recv), "all_to_all")) return;
+        Tensor oh = b.to_host(out_rows).value();
+        row = 0;
+        for (int src = 0; src < n; ++src) {
+          for (int64_t i = 0; i < count(src, r); ++i, ++row) {
+            for (int64_t j = 0; j < 5; ++j) {
+              if (bf16_bits_to_f32(oh.data<uint16_t>()[row * 5 + j]) != value(src, r, i, j)) {
+                fail("all_to_all row " + std::to_string(row) + " from rank " + std::to_string(src));
+                return;
+              }
+            }
+          }
         }
       }
       // A host tensor is refused with a message, not a crash.

@@ -19,6 +19,7 @@
 #ifdef LOCUS_HAS_CUDA
 #include "backend/cuda/runtime/nccl_communicator.h"
 #endif
+#include "gpu/gpu_test_util.h"
 
 namespace locus {
 namespace {
@@ -62,17 +63,9 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
     return r;
   };
 
-  std::vector<std::unique_ptr<CudaBackend>> backends;
-  std::vector<CudaBackend*> gpus;
-  for (int d = 0; d < 2; ++d) {
-    CudaBackendOptions o;
-    o.device_index = d;
-    o.gpu_memory_utilization = 0.2;
-    auto b = CudaBackend::create(o);
-    ASSERT_TRUE(b.has_value()) << b.status().to_string();
-    gpus.push_back(b->get());
-    backends.push_back(std::move(*b));
-  }
+  auto group = testing::GpuGroup::create(2);
+  ASSERT_TRUE(group.has_value()) << group.status().to_string();
+  const std::vector<CudaBackend*>& gpus = group->gpus;
   ASSERT_TRUE(gpus[0]->make_current().is_ok());
   auto one_model = Model::load(*config, **weights, *gpus[0]);
   ASSERT_TRUE(one_model.has_value()) << one_model.status().to_string();

@@ -4,11 +4,14 @@
 // cannot run yet fail with a message that says what is missing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/data_parallel_engine.h"
+#include "engine/lockstep_runner.h"
 #include "engine/model_engine.h"
 #include "engine/parallel_model_runner.h"
 #include "unit/forward_test_util.h"
@@ -177,6 +180,40 @@ TEST(EngineDataParallel, SharedExpertsStepTogether) {
     EXPECT_EQ((*alone)[0].completions[0].token_ids, g.greedy[2]) << where;
     EXPECT_TRUE(me->engine->health().is_ok());
   }
+}
+
+// The per-step agreement on the most tokens (what the MoE exchange pads to): each replica
+// learns the maximum of the step it asked about, however far ahead of the others it runs, and a
+// stopped group releases a waiting replica.
+TEST(LockstepGroup, AgreesOnEachStepsMostTokens) {
+  constexpr int kReplicas = 3;
+  constexpr uint64_t kSteps = 50;
+  auto group = std::make_shared<LockstepGroup>(kReplicas);
+  std::vector<std::vector<int64_t>> got(kReplicas);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReplicas; ++r) {
+    threads.emplace_back([&, r] {
+      for (uint64_t step = 1; step <= kSteps; ++step)
+        got[static_cast<size_t>(r)].push_back(group->max_tokens(
+            step, static_cast<int64_t>((step * 7 + static_cast<uint64_t>(r) * 13) % 17 + 1)));
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (uint64_t step = 1; step <= kSteps; ++step) {
+    int64_t want = 0;
+    for (int r = 0; r < kReplicas; ++r)
+      want = std::max<int64_t>(
+          want, static_cast<int64_t>((step * 7 + static_cast<uint64_t>(r) * 13) % 17 + 1));
+    for (int r = 0; r < kReplicas; ++r)
+      EXPECT_EQ(got[static_cast<size_t>(r)][step - 1], want) << "replica " << r << " step " << step;
+  }
+
+  int64_t released = -1;
+  std::thread waiter([&] { released = group->max_tokens(kSteps + 1, 4); });
+  group->stop();
+  waiter.join();
+  EXPECT_EQ(released, 0);
 }
 
 TEST(EngineParallelOptions, WhatCannotRunSaysWhy) {

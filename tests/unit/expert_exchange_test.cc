@@ -52,8 +52,10 @@ Tensor fake_experts(const ModelParallel& parallel, const ExpertDispatch& d) {
 }
 
 // Runs prepare -> fake experts -> finalize on `ranks` threads; returns each rank's errors.
+// `max_tokens`: what prepare is told about the step's longest rank (0: it asks the ranks).
 void check_exchange(int ranks, All2AllBackend backend, ExpertPlacement placement,
-                    const Routing& routing, std::vector<int64_t>* received = nullptr) {
+                    const Routing& routing, std::vector<int64_t>* received = nullptr,
+                    int64_t max_tokens = 0) {
   auto group = FakeGroup::create(ranks, std::chrono::seconds(30));
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   if (received != nullptr) received->assign(static_cast<size_t>(ranks), 0);
@@ -81,7 +83,7 @@ void check_exchange(int ranks, All2AllBackend backend, ExpertPlacement placement
           w.data<float>()[t * kTopK + j] = weight(t, j);
         }
       }
-      auto d = exchange->prepare(ops, x, ids, w);
+      auto d = exchange->prepare(ops, x, ids, w, max_tokens);
       if (!d) {
         error = d.status().to_string();
         return;
@@ -130,6 +132,14 @@ TEST_P(ExpertExchangeTest, EveryTokenGetsItsExpertsSum) {
     return static_cast<int32_t>((3 * t + 5 * r + j * (1 + t % 3)) % kExperts);
   };
   check_exchange(ranks, backend, placement, routing);
+  // Told the step's most tokens (the engine agrees on it once per step), or more than that.
+  const int64_t longest = routing.tokens(ranks - 1);
+  check_exchange(ranks, backend, placement, routing, nullptr, longest);
+  std::vector<int64_t> received;
+  check_exchange(ranks, backend, placement, routing, &received, longest + 2);
+  if (backend == All2AllBackend::kAllGatherReduceScatter) {
+    EXPECT_EQ(received[0], ranks * (longest + 2));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

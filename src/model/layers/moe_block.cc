@@ -51,14 +51,15 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
 }
 
 Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
-  return run(ops, x, nullptr);
+  return run(ops, x, nullptr, 0);
 }
 
-Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step) const {
-  return run(ops, step.normed, &step);
+Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens) const {
+  return run(ops, step.normed, &step, dp_max_tokens);
 }
 
-Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const {
+Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step,
+                               int64_t dp_max_tokens) const {
   const int64_t tokens = x.size(0);
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
@@ -78,7 +79,7 @@ Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step
     LOCUS_RETURN_IF_ERROR(ops.moe_experts(x, topk_ids, topk_weights, experts_, routed));
   } else {
     LOCUS_ASSIGN_OR_RETURN(ExpertDispatch dispatch,
-                           exchange_->prepare(ops, x, topk_ids, topk_weights));
+                           exchange_->prepare(ops, x, topk_ids, topk_weights, dp_max_tokens));
     LOCUS_ASSIGN_OR_RETURN(Tensor expert_out,
                            ops.empty(dispatch.x.shape(), ops.activation_dtype()));
     if (dispatch.x.size(0) > 0) {

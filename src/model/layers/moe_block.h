@@ -27,15 +27,16 @@ class MoeBlock {
   // x [T, hidden] -> [T, hidden].
   Expected<Tensor> forward(Ops& ops, const Tensor& x) const;
   // The same on step.normed, with the pre-norm step run by the router
-  // (add_rms_norm_moe_router).
-  Expected<Tensor> forward(Ops& ops, const AddRmsNorm& step) const;
+  // (add_rms_norm_moe_router). `dp_max_tokens`: see ExpertExchange::prepare.
+  Expected<Tensor> forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens = 0) const;
 
  private:
   LinearWeight router_;
   Tensor correction_bias_;  // undefined when the router has none
   std::vector<ExpertWeights> experts_;
   std::optional<ExpertWeights> shared_experts_;
-  Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step) const;
+  Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step,
+                       int64_t dp_max_tokens) const;
   MoeRouting routing_;
   // Set when the experts are spread over data-parallel ranks: takes each rank's routed tokens
   // to the experts' ranks and the outputs back.

@@ -1,5 +1,7 @@
 #include "model/moe/expert_exchange.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <span>
 
@@ -14,20 +16,16 @@ class AllGatherReduceScatter final : public ExpertExchange {
   explicit AllGatherReduceScatter(Communicator& comm) : comm_(comm) {}
 
   Expected<ExpertDispatch> prepare(Ops& ops, const Tensor& x, const Tensor& topk_ids,
-                                   const Tensor& topk_weights) const override {
+                                   const Tensor& topk_weights, int64_t max_tokens) const override {
     const int64_t tokens = x.size(0);
-    const int64_t ranks = comm_.size();
-    // Every rank's token count (host tensors: the counts size the buffers below).
-    LOCUS_ASSIGN_OR_RETURN(Tensor count, Tensor::empty({1}, DType::kI32));
-    count.data<int32_t>()[0] = static_cast<int32_t>(tokens);
-    LOCUS_ASSIGN_OR_RETURN(Tensor count_dev, ops.to_device(count));
-    LOCUS_ASSIGN_OR_RETURN(Tensor counts_dev, ops.empty({ranks}, DType::kI32));
-    LOCUS_RETURN_IF_ERROR(comm_.all_gather(count_dev, counts_dev, 0));
-    LOCUS_ASSIGN_OR_RETURN(Tensor counts, ops.to_host(counts_dev));
-    int64_t longest = 0;
-    for (int64_t r = 0; r < ranks; ++r)
-      longest = std::max<int64_t>(longest, counts.data<int32_t>()[r]);
-
+    int64_t longest = max_tokens;
+    if (longest == 0) {
+      LOCUS_ASSIGN_OR_RETURN(longest, longest_rank(ops, tokens));
+    } else if (longest < tokens) {
+      return internal_error(fmt::format(
+          "allgather_reducescatter: this rank has {} tokens, more than the step's agreed most {}",
+          tokens, longest));
+    }
     ExpertDispatch d;
     d.tokens = tokens;
     d.padded = longest;
@@ -50,6 +48,21 @@ class AllGatherReduceScatter final : public ExpertExchange {
   }
 
  private:
+  // The most tokens any rank has: an all-gather of the counts, read back on the host.
+  Expected<int64_t> longest_rank(Ops& ops, int64_t tokens) const {
+    const int64_t ranks = comm_.size();
+    LOCUS_ASSIGN_OR_RETURN(Tensor count, Tensor::empty({1}, DType::kI32));
+    count.data<int32_t>()[0] = static_cast<int32_t>(tokens);
+    LOCUS_ASSIGN_OR_RETURN(Tensor count_dev, ops.to_device(count));
+    LOCUS_ASSIGN_OR_RETURN(Tensor counts_dev, ops.empty({ranks}, DType::kI32));
+    LOCUS_RETURN_IF_ERROR(comm_.all_gather(count_dev, counts_dev, 0));
+    LOCUS_ASSIGN_OR_RETURN(Tensor counts, ops.to_host(counts_dev));
+    int64_t longest = 0;
+    for (int64_t r = 0; r < ranks; ++r)
+      longest = std::max<int64_t>(longest, counts.data<int32_t>()[r]);
+    return longest;
+  }
+
   // t [T, n] zero-padded to [rows, n] on every rank and gathered: [ranks * rows, n].
   Expected<Tensor> gather_padded(Ops& ops, const Tensor& t, int64_t rows) const {
     Tensor padded = t;
@@ -76,8 +89,9 @@ class NaiveAllToAll final : public ExpertExchange {
   NaiveAllToAll(Communicator& comm, std::vector<int> owner)
       : comm_(comm), owner_(std::move(owner)) {}
 
-  Expected<ExpertDispatch> prepare(Ops& ops, const Tensor& x, const Tensor& topk_ids,
-                                   const Tensor& topk_weights) const override {
+  Expected<ExpertDispatch> prepare(
+      Ops& ops, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+      int64_t /*max_tokens: the per-pair counts replace it*/) const override {
     const int64_t tokens = x.size(0);
     const int64_t k = topk_ids.size(1);
     const auto ranks = static_cast<size_t>(comm_.size());

@@ -37,8 +37,11 @@ class ExpertExchange {
   virtual ~ExpertExchange() = default;
 
   // x [T, hidden] with topk_ids i32 [T, k] and topk_weights f32 [T, k]: this rank's tokens.
+  // `max_tokens`: the most tokens any rank of the group has in this step when the caller knows
+  // it (agreed once per step), else 0 and the exchange asks the ranks.
   virtual Expected<ExpertDispatch> prepare(Ops& ops, const Tensor& x, const Tensor& topk_ids,
-                                           const Tensor& topk_weights) const = 0;
+                                           const Tensor& topk_weights,
+                                           int64_t max_tokens) const = 0;
   // expert_out [dispatch.x rows, hidden] -> [T, hidden].
   virtual Expected<Tensor> finalize(Ops& ops, const ExpertDispatch& dispatch,
                                     const Tensor& expert_out) const = 0;
