@@ -130,13 +130,6 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
         "every token",
         options.all2all_backend));
   }
-  if (tp > 1 && on_gpu && options.enable_expert_parallel) {
-    return unsupported(fmt::format(
-        "--enable-expert-parallel with --tensor-parallel-size {} on GPUs: the CUDA expert "
-        "kernels do not skip experts held by other ranks yet (tensor-parallel experts work; "
-        "--device cpu runs expert parallelism on the CPU backend)",
-        tp));
-  }
 #ifndef LOCUS_HAS_CUDA
   if (tp > 1 && on_gpu) return unsupported("tensor parallelism on GPUs needs a CUDA build");
 #endif

@@ -399,6 +399,46 @@ TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
   }
 }
 
+// Expert parallelism: the experts held by another rank are undefined on both backends (expert 0
+// among them, so nothing may read the first expert's shape) and their shares are left out; the
+// GEMV path (few tokens) and the grouped GEMMs (more) both skip them.
+TEST_F(CudaOps, MoeExpertsSkipExpertsOnOtherRanks) {
+  const int64_t e = 16, k = 4, hidden = 256, inter = 96;
+  std::vector<ExpertWeights> cpu_experts(e), gpu_experts(e);
+  for (int64_t i = 1; i < e; i += 2) {  // this rank holds the odd experts
+    ExpertWeights w;
+    w.gate.weight = bf16_exact(random_f32({inter, hidden}, 1100 + i, -0.1f, 0.1f));
+    w.up.weight = bf16_exact(random_f32({inter, hidden}, 1200 + i, -0.1f, 0.1f));
+    w.down.weight = bf16_exact(random_f32({hidden, inter}, 1300 + i, -0.1f, 0.1f));
+    cpu_experts[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
+                                           cpu_.prepare_linear(w.up).value(),
+                                           cpu_.prepare_linear(w.down).value()};
+    gpu_experts[static_cast<size_t>(i)] = {gpu_->prepare_linear(w.gate).value(),
+                                           gpu_->prepare_linear(w.up).value(),
+                                           gpu_->prepare_linear(w.down).value()};
+  }
+  for (int64_t t : {1, 3, 45, 300}) {
+    Tensor logits = random_f32({t, e}, 1400 + t, -3.0f, 3.0f);
+    MoeRouting r;
+    r.top_k = k;
+    r.renormalize = true;
+    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
+    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+    Tensor x = bf16_exact(random_f32({t, hidden}, 1500 + t));
+    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
+    Tensor got = out_bf16({t, hidden});
+    Tensor gids = up_raw(ids);
+    const Status s = gpu_->moe_experts(up(x), gids, up_raw(wts), gpu_experts, got);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    expect_close(down(got), to_floats(want), "moe_experts, half on another rank");
+    // The caller's routing is left as it was.
+    Tensor back = gpu_->to_host(gids).value();
+    EXPECT_EQ(std::memcmp(back.raw_data(), ids.raw_data(), ids.nbytes()), 0);
+  }
+}
+
 // The fused router (GEMV whose last CTA routes) against the same GPU's two ops, which the
 // MoeRoute test above checks against the CPU; logits also against the CPU's linear.
 TEST_F(CudaOps, MoeRouterFusedEqualsLinearThenRoute) {

@@ -1,9 +1,10 @@
-// Tensor parallelism on GPUs: the fixture models split over 2 GPUs (one thread per rank, NCCL
-// between them, as `locus serve --tensor-parallel-size 2` runs them) against the same model on
-// one GPU. bf16 sums in another order flip near-tied expert choices of these tiny random models
-// (see cuda_model_gpu_test.cc), so the criteria are that test's: median relative L2 of the
-// prompt logits < 2e-2, and greedy decoding equal up to a near tie (at the first differing
-// token, each run's token in the other's top 5). SKIPPED with fewer than 2 GPUs or no NCCL.
+// Tensor and expert parallelism on GPUs: the fixture models split over 2 GPUs (one thread per
+// rank, NCCL between them, as `locus serve --tensor-parallel-size 2 [--enable-expert-parallel]`
+// runs them) against the same model on one GPU. bf16 sums in another order flip near-tied
+// expert choices of these tiny random models (see cuda_model_gpu_test.cc), so the criteria are
+// that test's: median relative L2 of the prompt logits < 2e-2, and greedy decoding equal up to
+// a near tie (at the first differing token, each run's token in the other's top 5). SKIPPED
+// with fewer than 2 GPUs or no NCCL.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,14 +33,18 @@ TEST(GpuTensorParallel, NeedsCuda) {
 
 #else
 
-class GpuTensorParallel : public ::testing::TestWithParam<std::string> {};
+// (fixture, expert parallel): with expert parallelism each GPU holds half of the experts whole
+// instead of a slice of every expert.
+class GpuTensorParallel : public ::testing::TestWithParam<std::pair<std::string, bool>> {};
 
 TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
   const DeviceReport report = query_devices();
   if (report.gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << report.gpus.size();
   auto version = NcclCommunicator::library_version();
   if (!version) GTEST_SKIP() << version.status().to_string();
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / GetParam();
+  const std::string fixture = GetParam().first;
+  const bool expert_parallel = GetParam().second;
+  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
   auto config = load_model_config(dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   auto weights = CheckpointWeights::open(dir);
@@ -80,7 +85,7 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
     threads.emplace_back([&, r] {
       CudaBackend& gpu = *gpus[static_cast<size_t>(r)];
       if (!gpu.make_current().is_ok()) return;
-      const ModelParallel parallel{(*comms)[static_cast<size_t>(r)].get()};
+      const ModelParallel parallel{(*comms)[static_cast<size_t>(r)].get(), expert_parallel};
       auto model = Model::load(*config, **weights, gpu, parallel);
       if (!model) {
         errors[static_cast<size_t>(r)] = model.status().to_string();
@@ -121,17 +126,22 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
     EXPECT_TRUE(testing::top1_in_each_others_top5(ra, rb))
         << "prompt " << i << ": greedy tokens differ at step " << first << " beyond a near tie";
   }
-  std::printf("[tp-gpu] %-12s NCCL %s: median rel L2 %.2e\n", GetParam().c_str(), version->c_str(),
-              median);
+  std::printf("[tp-gpu] %-12s %s NCCL %s: median rel L2 %.2e\n", fixture.c_str(),
+              expert_parallel ? "ep2" : "tp2", version->c_str(), median);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GpuTensorParallel,
-                         ::testing::Values("qwen3-moe", "deepseek-v3", "mixtral"),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) {
-                           std::string n = param_info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, GpuTensorParallel,
+    ::testing::Values(std::pair<std::string, bool>{"qwen3-moe", false},
+                      std::pair<std::string, bool>{"deepseek-v3", false},
+                      std::pair<std::string, bool>{"mixtral", false},
+                      std::pair<std::string, bool>{"qwen3-moe", true},
+                      std::pair<std::string, bool>{"deepseek-v3", true}),
+    [](const ::testing::TestParamInfo<std::pair<std::string, bool>>& param_info) {
+      std::string n = param_info.param.first + (param_info.param.second ? "_ep2" : "_tp2");
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 #endif
 

@@ -180,7 +180,15 @@ class CudaBackend : public Ops {
                                             const Tensor& slot_mapping, Tensor& k_cache,
                                             Tensor& v_cache, Tensor& q_out,
                                             std::vector<Tensor>& keep);
-  Expected<Tensor> expert_pointer_table(std::span<const ExpertWeights> experts);
+  // The device array of the experts' gate, up and down weight pointers (3 x E, null for experts
+  // on another rank), then, when some expert is on another rank, E int32 local_of entries (e or
+  // -1) for launch_moe_local_ids. Uploaded once per expert list.
+  struct ExpertTable {
+    Tensor table;
+    const int32_t* local_of = nullptr;  // null when this rank holds every expert
+    int64_t inter = 0;                  // the experts' intermediate width
+  };
+  Expected<ExpertTable> expert_pointer_table(std::span<const ExpertWeights> experts);
   // The pre-norm step as a GEMV prologue's arguments (cuda_fused.cc); false when the step's
   // tensors are not contiguous bf16 GPU rows (the caller then runs the two ops).
   Expected<bool> gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre);

@@ -144,16 +144,18 @@ Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, Cach
   return device;
 }
 
-Expected<Tensor> CudaBackend::expert_pointer_table(std::span<const ExpertWeights> experts) {
+Expected<CudaBackend::ExpertTable> CudaBackend::expert_pointer_table(
+    std::span<const ExpertWeights> experts) {
   const size_t e = experts.size();
   std::vector<uint64_t> ptrs(3 * e);
+  std::vector<int32_t> local_of(e, -1);
+  bool remote = false;
+  ExpertTable out;
   for (size_t i = 0; i < e; ++i) {
     const ExpertWeights& w = experts[i];
     if (!w.gate.weight.defined()) {
-      return unsupported(fmt::format(
-          "moe_experts on cuda: expert {} is on another rank, and the CUDA expert kernels do not "
-          "skip remote experts yet (expert parallelism runs on the CPU backend only)",
-          i));
+      remote = true;  // on another rank (expert parallelism): null pointers, never read
+      continue;
     }
     for (const LinearWeight* lw : {&w.gate, &w.up, &w.down}) {
       if (!on_cuda(lw->weight) || lw->weight.dtype() != DType::kBF16 ||
@@ -166,13 +168,27 @@ Expected<Tensor> CudaBackend::expert_pointer_table(std::span<const ExpertWeights
         return unsupported(fmt::format("moe_experts on cuda: expert {} has a bias", i));
       }
     }
+    if (out.inter == 0) out.inter = w.gate.out_features();
+    local_of[i] = static_cast<int32_t>(i);
     ptrs[i] = reinterpret_cast<uint64_t>(w.gate.weight.raw_data());
     ptrs[e + i] = reinterpret_cast<uint64_t>(w.up.weight.raw_data());
     ptrs[2 * e + i] = reinterpret_cast<uint64_t>(w.down.weight.raw_data());
   }
-  LOCUS_ASSIGN_OR_RETURN(Tensor host, Tensor::empty({static_cast<int64_t>(3 * e)}, DType::kI64));
+  if (remote) {
+    // local_of packed behind the pointers, two int32 per 64-bit word.
+    const size_t words = ptrs.size();
+    ptrs.resize(words + (e + 1) / 2, 0);
+    std::memcpy(ptrs.data() + words, local_of.data(), e * sizeof(int32_t));
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor host,
+                         Tensor::empty({static_cast<int64_t>(ptrs.size())}, DType::kI64));
   std::memcpy(host.raw_data(), ptrs.data(), ptrs.size() * sizeof(uint64_t));
-  return cached_upload(expert_tables_, experts.data(), std::move(ptrs), host);
+  LOCUS_ASSIGN_OR_RETURN(out.table,
+                         cached_upload(expert_tables_, experts.data(), std::move(ptrs), host));
+  if (remote) {
+    out.local_of = reinterpret_cast<const int32_t*>(out.table.data<int64_t>() + 3 * e);
+  }
+  return out;
 }
 
 Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
@@ -181,11 +197,21 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
   auto timer = profile("moe_experts", x.size(0));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "out", out));
-  LOCUS_ASSIGN_OR_RETURN(Tensor table, expert_pointer_table(experts));
+  LOCUS_ASSIGN_OR_RETURN(ExpertTable experts_table, expert_pointer_table(experts));
   LOCUS_ASSIGN_OR_RETURN(Tensor ids, ensure_device(topk_ids, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor weights, ensure_device(topk_weights, DType::kF32));
   const auto e = static_cast<int64_t>(experts.size());
-  const auto* p = static_cast<const void* const*>(table.raw_data());
+  if (experts_table.local_of != nullptr) {
+    // Expert parallelism: the assignments of experts on other ranks become -1 (skipped).
+    LOCUS_ASSIGN_OR_RETURN(Tensor local_ids, do_empty(ids.shape(), DType::kI32));
+    LOCUS_RETURN_IF_ERROR(
+        cuda_status("moe_experts (remote experts)",
+                    cuda::launch_moe_local_ids(ids.data<int32_t>(), experts_table.local_of,
+                                               static_cast<int>(ids.numel()), static_cast<int>(e),
+                                               local_ids.data<int32_t>(), stream_)));
+    ids = std::move(local_ids);
+  }
+  const auto* p = static_cast<const void* const*>(experts_table.table.raw_data());
   cuda::MoeExpertsArgs a;
   a.x = x.raw_data();
   a.x_row_stride = x.stride(0);
@@ -199,7 +225,7 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
   a.num_experts = static_cast<int>(e);
   a.top_k = static_cast<int>(ids.size(1));
   a.hidden = static_cast<int>(x.size(1));
-  a.inter = static_cast<int>(experts.front().gate.out_features());
+  a.inter = static_cast<int>(experts_table.inter);
   if (options_.small_batch_gemv) {
     cuda::MoeGemvArgs g;
     g.x = a.x;

@@ -69,4 +69,10 @@ size_t moe_experts_workspace_bytes(const MoeExpertsArgs& args);
 // Returns cudaErrorInvalidValue for unsupported shapes or a too-small workspace.
 cudaError_t launch_moe_experts(const MoeExpertsArgs& args, cudaStream_t stream);
 
+// Expert parallelism: out[i] = local_of[ids[i]] (ids outside [0, num_experts) -> -1) for i < n,
+// where local_of[e] = e for the experts this rank holds and -1 for the others, so that the
+// expert kernels above skip the assignments of experts held by other ranks. out may be ids.
+cudaError_t launch_moe_local_ids(const int32_t* ids, const int32_t* local_of, int n,
+                                 int num_experts, int32_t* out, cudaStream_t stream);
+
 }  // namespace locus::cuda
