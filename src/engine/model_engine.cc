@@ -364,18 +364,24 @@ Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
                                "tensor-parallel", out));
     ranks.push_back(std::move(runner));
   }
-  for (auto& c : nccl)
+  std::vector<NcclCommunicator*> group;
+  for (auto& c : nccl) {
+    group.push_back(c.get());
     comms.push_back(std::move(c));
+  }
   log::info("{} ranks ({}) on {} GPUs: {}", tp,
             options.enable_expert_parallel ? "expert parallel" : "tensor parallel", tp,
             comms.front()->description());
   LOCUS_ASSIGN_OR_RETURN(
       out.runner, ParallelModelRunner::create(
                       std::move(comms), std::move(ranks),
-                      [](const std::string& reason) {
-                        // A rank that fails leaves its peers inside NCCL kernels: the engine
-                        // reports the failure and stops; the process must be restarted.
+                      [group](const std::string& reason) {
+                        // A rank that fails would leave its peers inside NCCL kernels waiting
+                        // for it: abort every rank's communicator, which releases them; the
+                        // engine reports the failure and stops serving.
                         log::error("tensor-parallel group failed: {}", reason);
+                        for (NcclCommunicator* c : group)
+                          c->abort(reason);
                       },
                       [gpus](int r) { return gpus[static_cast<size_t>(r)]->make_current(); }));
   return out;

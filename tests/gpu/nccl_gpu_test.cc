@@ -171,6 +171,36 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
     EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
+// A failed rank aborts the group (ncclCommAbort): later collectives on every rank fail with the
+// reason instead of waiting, and destroying an aborted communicator is safe.
+TEST(GpuNccl, AbortFailsLaterCollectives) {
+  DeviceReport report = query_devices();
+  if (report.gpus.empty()) GTEST_SKIP() << "no GPU: " << report.cuda_unavailable_reason;
+  auto version = NcclCommunicator::library_version();
+  if (!version) GTEST_SKIP() << version.status().to_string();
+  const int n = std::min<int>(static_cast<int>(report.gpus.size()), 8);
+  auto group = testing::GpuGroup::create(n);
+  ASSERT_TRUE(group.has_value()) << group.status().to_string();
+  auto comms = NcclCommunicator::create_local_group(group->gpus);
+  ASSERT_TRUE(comms.has_value()) << comms.status().to_string();
+  for (auto& c : *comms)
+    c->abort("rank 0 failed to load");
+  (*comms)[0]->abort("a second abort is a no-op");
+  for (int r = 0; r < n; ++r) {
+    CudaBackend& b = *group->gpus[static_cast<size_t>(r)];
+    ASSERT_TRUE(b.make_current().is_ok());
+    Tensor t = b.to_device(host_values({4}, 1.0f)).value();
+    const Status s = (*comms)[static_cast<size_t>(r)]->all_reduce_sum(t);
+    EXPECT_FALSE(s.is_ok()) << "rank " << r;
+    EXPECT_NE(s.to_string().find("rank 0 failed to load"), std::string::npos) << s.to_string();
+    std::vector<int64_t> none(static_cast<size_t>(n), 0);
+    Tensor empty_rows = b.empty({0, 4}, DType::kF32).value();
+    EXPECT_FALSE(
+        (*comms)[static_cast<size_t>(r)]->all_to_all(empty_rows, none, empty_rows, none).is_ok());
+  }
+  comms->clear();  // no ncclCommDestroy on aborted communicators
+}
+
 #endif
 
 }  // namespace

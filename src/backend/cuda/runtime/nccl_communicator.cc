@@ -17,6 +17,7 @@ struct NcclApi {
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
@@ -54,6 +55,7 @@ Expected<const NcclApi*> load_nccl() {
     resolve(api.error_string, "ncclGetErrorString");
     resolve(api.comm_init_all, "ncclCommInitAll");
     resolve(api.comm_destroy, "ncclCommDestroy");
+    resolve(api.comm_abort, "ncclCommAbort");
     resolve(api.all_reduce, "ncclAllReduce");
     resolve(api.all_gather, "ncclAllGather");
     resolve(api.reduce_scatter, "ncclReduceScatter");
@@ -134,7 +136,23 @@ Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::creat
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ != nullptr) api_->comm_destroy(static_cast<ncclComm_t>(comm_));
+  // An aborted communicator's resources were freed by ncclCommAbort.
+  if (comm_ != nullptr && !aborted_.load()) api_->comm_destroy(static_cast<ncclComm_t>(comm_));
+}
+
+void NcclCommunicator::abort(const std::string& reason) {
+  std::lock_guard lock(abort_mutex_);
+  if (aborted_.load()) return;
+  abort_reason_ = reason;
+  aborted_.store(true);
+  if (comm_ != nullptr) api_->comm_abort(static_cast<ncclComm_t>(comm_));
+}
+
+Status NcclCommunicator::check_not_aborted(const char* op) const {
+  if (!aborted_.load()) return Status::ok();
+  std::lock_guard lock(abort_mutex_);
+  return internal_error(
+      fmt::format("{}: rank {}'s NCCL group was aborted: {}", op, rank_, abort_reason_));
 }
 
 std::string NcclCommunicator::description() const {
@@ -143,6 +161,7 @@ std::string NcclCommunicator::description() const {
 }
 
 Expected<int> NcclCommunicator::begin(const char* op, DType dtype, bool summed) const {
+  LOCUS_RETURN_IF_ERROR(check_not_aborted(op));
   LOCUS_ASSIGN_OR_RETURN(ncclDataType_t type, nccl_type(op, dtype, summed));
   LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
   return static_cast<int>(type);
@@ -210,6 +229,7 @@ Status NcclCommunicator::do_broadcast(Tensor& t, int root) {
 
 Status NcclCommunicator::do_all_to_all(const Tensor& in, std::span<const int64_t> send_counts,
                                        Tensor& out, std::span<const int64_t> recv_counts) {
+  LOCUS_RETURN_IF_ERROR(check_not_aborted("all_to_all"));
   // Rows move as bytes: any dtype, counted in ncclInt8 elements.
   LOCUS_RETURN_IF_ERROR(cuda_ok("cudaSetDevice", cudaSetDevice(backend_->device().index)));
   // From the row shape (in and out share it), not from the bytes: either may have no rows.

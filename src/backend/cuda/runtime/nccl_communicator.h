@@ -6,7 +6,9 @@
 // be captured into a CUDA graph.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +35,11 @@ class NcclCommunicator final : public Communicator {
   std::string description() const override;
   Device device() const override { return backend_->device(); }
 
+  // A rank failed: ncclCommAbort releases this rank's NCCL kernels that wait for peers (a
+  // stream synchronize stuck behind them returns), and every later collective fails with
+  // `reason`. Callable from any thread, once or more; the communicator is then unusable.
+  void abort(const std::string& reason);
+
  protected:
   Status do_all_reduce_sum(Tensor& t) override;
   Status do_all_gather(const Tensor& in, Tensor& out, int dim) override;
@@ -45,8 +52,10 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator(const NcclApi* api, void* comm, CudaBackend* backend, int rank, int size)
       : api_(api), comm_(comm), backend_(backend), rank_(rank), size_(size) {}
-  // The NCCL type of `dtype` (sums: floating types only) after selecting this rank's GPU.
+  // The NCCL type of `dtype` (sums: floating types only) after selecting this rank's GPU;
+  // fails once the communicator is aborted.
   Expected<int> begin(const char* op, DType dtype, bool summed) const;
+  Status check_not_aborted(const char* op) const;
 
   const NcclApi* api_;
   void* comm_;  // ncclComm_t
@@ -54,6 +63,9 @@ class NcclCommunicator final : public Communicator {
   int rank_;
   int size_;
   Tensor gather_scratch_;  // all_gather along an inner dim: [size, ...] before the transpose
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_;  // under abort_mutex_
 };
 
 }  // namespace locus
