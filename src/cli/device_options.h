@@ -49,8 +49,8 @@ struct DeviceCliOptions {
                     "linear | round_robin: which experts each rank holds")
         ->check(CLI::IsMember({"linear", "round_robin"}));
     cmd->add_option("--data-parallel-size", data_parallel_size,
-                    "Engine replicas behind one server (CPU; with --enable-expert-parallel they "
-                    "share the experts)")
+                    "Engine replicas behind one server (GPUs: one per replica; with "
+                    "--enable-expert-parallel they share the experts, CPU only)")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--all2all-backend", all2all_backend,
                     "How data-parallel ranks that share experts exchange tokens: auto | "

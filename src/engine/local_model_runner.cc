@@ -63,6 +63,7 @@ Expected<std::unique_ptr<LocalModelRunner>> LocalModelRunner::create(std::unique
 
 Status LocalModelRunner::initialize_kv_cache(int num_blocks) {
   if (cache_ready_) return internal_error("initialize_kv_cache: called twice");
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
   const bool graphs = graph_max_batch_ > 0 && ops_->supports_graphs();
   // The spare block past the engine's num_blocks holds the graphs' padding rows.
   LOCUS_ASSIGN_OR_RETURN(
@@ -81,11 +82,13 @@ Status LocalModelRunner::initialize_kv_cache(int num_blocks) {
 }
 
 Expected<Tensor> LocalModelRunner::execute(const ModelInputBatch& batch) {
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, run_step(batch));
   return ops_->to_host(logits);
 }
 
 Expected<std::vector<int32_t>> LocalModelRunner::execute_sampled(const ModelInputBatch& batch) {
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
   if (batch.device_sampling.size() != batch.logits_indices.size()) {
     return invalid_argument(fmt::format("execute_sampled: {} sampling rows for {} logits rows",
                                         batch.device_sampling.size(), batch.logits_indices.size()));

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -62,6 +63,10 @@ class LocalModelRunner final : public ModelRunner {
     graph_max_batch_ = max_batch_size;
     graph_max_model_len_ = max_model_len;
   }
+  // For a backend on another GPU than the calling threads' current one (data-parallel replica
+  // r on cuda:r): `bind` runs at the start of every call (CudaBackend::make_current), on
+  // whichever thread the engine calls from.
+  void bind_thread(std::function<Status()> bind) { bind_ = std::move(bind); }
   int64_t graph_steps() const { return graph_steps_.load(); }
   int64_t eager_steps() const { return eager_steps_.load(); }
   // Steps whose tokens were drawn on the backend (execute_sampled) rather than on the host.
@@ -83,6 +88,7 @@ class LocalModelRunner final : public ModelRunner {
   int graph_max_batch_ = 0;
   int64_t graph_max_model_len_ = 0;
   std::unique_ptr<DecodeGraphs> graphs_;
+  std::function<Status()> bind_;
   std::atomic<int64_t> graph_steps_{0};  // read by other threads (benchmarks)
   std::atomic<int64_t> eager_steps_{0};
   std::atomic<int64_t> device_sampled_steps_{0};

@@ -106,10 +106,11 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   if (dp < 1) {
     return invalid_argument(fmt::format("--data-parallel-size {} must be at least 1", dp));
   }
-  if (dp > 1 && on_gpu) {
+  if (dp > 1 && on_gpu && options.enable_expert_parallel) {
     return unsupported(fmt::format(
-        "--data-parallel-size {} on GPUs needs one GPU per replica, which is not built yet; "
-        "--device cpu runs the replicas on the CPU backend",
+        "--data-parallel-size {} --enable-expert-parallel on GPUs (DP attention + EP MoE) is not "
+        "built yet: replicas that share experts run on the CPU backend (--device cpu); "
+        "--data-parallel-size without --enable-expert-parallel runs one replica per GPU",
         dp));
   }
   if (dp > 1 && options.enable_expert_parallel && tp > 1) {
@@ -333,19 +334,27 @@ Expected<GpuMemoryPlan> plan_gpu_memory(CudaBackend& gpu, Model& model,
   return plan;
 }
 
-// --tensor-parallel-size > 1 on GPUs: rank r on cuda:r, NCCL between them, one thread per GPU.
-Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
-  const int tp = options.tensor_parallel_size;
+// The GPUs a run needs (one per rank of every replica), checked before anything loads.
+Status check_gpu_count(const ModelEngineOptions& options) {
+  const int need = options.tensor_parallel_size * options.data_parallel_size;
   const DeviceReport report = query_devices();
-  if (static_cast<int>(report.gpus.size()) < tp) {
-    return unsupported(fmt::format("--tensor-parallel-size {} needs {} GPUs; this machine has {}",
-                                   tp, tp, report.gpus.size()));
+  if (static_cast<int>(report.gpus.size()) < need) {
+    return unsupported(fmt::format(
+        "--tensor-parallel-size {} x --data-parallel-size {} needs {} GPUs; this machine has {}",
+        options.tensor_parallel_size, options.data_parallel_size, need, report.gpus.size()));
   }
+  return Status::ok();
+}
+
+// --tensor-parallel-size > 1 on GPUs: rank r on cuda:(first_gpu + r), NCCL between them, one
+// thread per GPU.
+Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options, int first_gpu) {
+  const int tp = options.tensor_parallel_size;
   std::vector<std::unique_ptr<CudaBackend>> backends;
   std::vector<CudaBackend*> gpus;
   for (int r = 0; r < tp; ++r) {
     CudaBackendOptions cuda;
-    cuda.device_index = r;
+    cuda.device_index = first_gpu + r;
     cuda.gpu_memory_utilization = options.gpu_memory_utilization;
     LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(cuda));
     gpus.push_back(b.get());
@@ -386,6 +395,79 @@ Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options) {
                       [gpus](int r) { return gpus[static_cast<size_t>(r)]->make_current(); }));
   return out;
 }
+
+// Every rank profiles at once (the forward's collectives need all of them); the KV pool is sized
+// by the tightest rank, since all ranks hold the same number of blocks. `first` gets rank 0's
+// plan with that size.
+Expected<GpuMemoryPlan> plan_parallel_gpu(ParallelModelRunner& runner, const SchedulerConfig& sched,
+                                          const ModelEngineOptions& options) {
+  std::vector<GpuMemoryPlan> plans(static_cast<size_t>(runner.size()));
+  LOCUS_RETURN_IF_ERROR(runner.on_every_rank([&](int r) -> Status {
+    LocalModelRunner& rank = runner.rank(r);
+    auto* rank_gpu = dynamic_cast<CudaBackend*>(&rank.ops());
+    if (rank_gpu == nullptr) return internal_error("a tensor-parallel rank is not on a GPU");
+    LOCUS_ASSIGN_OR_RETURN(plans[static_cast<size_t>(r)],
+                           plan_gpu_memory(*rank_gpu, rank.model(), sched, options));
+    return Status::ok();
+  }));
+  GpuMemoryPlan out = plans.front();
+  for (const GpuMemoryPlan& p : plans)
+    out.kv_cache_bytes = std::min(out.kv_cache_bytes, p.kv_cache_bytes);
+  return out;
+}
+#endif
+
+// CUDA graphs for decode at batch sizes up to --max-cudagraph-capture-size (vLLM's default 512),
+// unless --enforce-eager.
+void enable_graphs(LocalModelRunner& local, const ModelEngineOptions& options,
+                   const SchedulerConfig& sched) {
+  if (options.enforce_eager) return;
+  const int largest = options.max_cudagraph_capture_size > 0 ? options.max_cudagraph_capture_size
+                                                             : std::min(sched.max_num_seqs, 512);
+  local.enable_decode_graphs(std::min(largest, sched.max_num_seqs), sched.max_model_len);
+}
+
+#ifdef LOCUS_HAS_CUDA
+// Data-parallel replica `replica` > 0 on GPUs: its own GPU (or tensor-parallel GPUs
+// [replica * tp, (replica + 1) * tp)), model, memory plan and decode graphs, like replica 0.
+// Its KV budget must hold the `kv_bytes` replica 0's pool takes (every replica has as many
+// blocks).
+Expected<std::unique_ptr<ModelRunner>> open_gpu_replica(const ModelEngineOptions& options,
+                                                        const SchedulerConfig& sched, int replica,
+                                                        int64_t kv_bytes) {
+  const int tp = options.tensor_parallel_size;
+  auto fits = [&](int64_t budget) -> Status {
+    if (budget >= kv_bytes) return Status::ok();
+    return resource_exhausted(fmt::format(
+        "data-parallel replica {} has room for {:.2f} GiB of KV cache, less than the {:.2f} GiB "
+        "of replica 0 (every replica holds as many blocks); free its GPU or lower "
+        "--gpu-memory-utilization",
+        replica, static_cast<double>(budget) / (1ull << 30),
+        static_cast<double>(kv_bytes) / (1ull << 30)));
+  };
+  if (tp > 1) {
+    LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel_gpu(options, replica * tp));
+    LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_parallel_gpu(*p.runner, sched, options));
+    LOCUS_RETURN_IF_ERROR(fits(plan.kv_cache_bytes));
+    return std::unique_ptr<ModelRunner>(std::move(p.runner));
+  }
+  CudaBackendOptions cuda;
+  cuda.device_index = replica;
+  cuda.gpu_memory_utilization = options.gpu_memory_utilization;
+  LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> gpu, CudaBackend::create(cuda));
+  LOCUS_RETURN_IF_ERROR(gpu->make_current());
+  LOCUS_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(options.model_dir, options.load_format,
+                                                        *gpu, options.weight_seed));
+  LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_gpu_memory(*gpu, *loaded.model, sched, options));
+  LOCUS_RETURN_IF_ERROR(fits(plan.kv_cache_bytes));
+  CudaBackend* raw = gpu.get();
+  LOCUS_ASSIGN_OR_RETURN(
+      auto local,
+      LocalModelRunner::create(std::move(gpu), std::move(loaded.model), options.block_size));
+  enable_graphs(*local, options, sched);
+  local->bind_thread([raw] { return raw->make_current(); });
+  return std::unique_ptr<ModelRunner>(std::move(local));
+}
 #endif
 
 }  // namespace
@@ -413,6 +495,9 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
       out.moe_backend,
       resolve_kernel_choice("--moe-backend", options.moe_backend, out.on_gpu, "cuda_grouped"));
   LOCUS_RETURN_IF_ERROR(check_parallel_options(options, out.on_gpu));
+#ifdef LOCUS_HAS_CUDA
+  if (out.on_gpu) LOCUS_RETURN_IF_ERROR(check_gpu_count(options));
+#endif
   out.tensor_parallel_size = options.tensor_parallel_size;
   LoadedModel loaded;
   std::unique_ptr<ParallelModelRunner> parallel_runner;
@@ -427,7 +512,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     ParallelLoad p;
 #ifdef LOCUS_HAS_CUDA
     if (out.on_gpu) {
-      LOCUS_ASSIGN_OR_RETURN(p, load_parallel_gpu(replica_options));
+      LOCUS_ASSIGN_OR_RETURN(p, load_parallel_gpu(replica_options, 0));
     } else {
       LOCUS_ASSIGN_OR_RETURN(p, load_parallel(replica_options));
     }
@@ -480,23 +565,10 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     out.activation_peak_bytes = plan.activation_peak_bytes;
     config.kv_cache_memory_bytes = plan.kv_cache_bytes;
   } else if (parallel_runner && out.on_gpu) {
-    // Every rank profiles at once (the forward's collectives need all of them); the KV pool is
-    // sized by the tightest rank, since all ranks hold the same number of blocks.
-    std::vector<GpuMemoryPlan> plans(static_cast<size_t>(parallel_runner->size()));
-    LOCUS_RETURN_IF_ERROR(parallel_runner->on_every_rank([&](int r) -> Status {
-      LocalModelRunner& rank = parallel_runner->rank(r);
-      auto* rank_gpu = dynamic_cast<CudaBackend*>(&rank.ops());
-      if (rank_gpu == nullptr) return internal_error("a tensor-parallel rank is not on a GPU");
-      LOCUS_ASSIGN_OR_RETURN(plans[static_cast<size_t>(r)],
-                             plan_gpu_memory(*rank_gpu, rank.model(), sched, options));
-      return Status::ok();
-    }));
-    config.kv_cache_memory_bytes = plans.front().kv_cache_bytes;
-    for (const GpuMemoryPlan& p : plans) {
-      config.kv_cache_memory_bytes = std::min(config.kv_cache_memory_bytes, p.kv_cache_bytes);
-    }
-    out.weight_bytes = plans.front().weight_bytes;
-    out.activation_peak_bytes = plans.front().activation_peak_bytes;
+    LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_parallel_gpu(*parallel_runner, sched, options));
+    config.kv_cache_memory_bytes = plan.kv_cache_bytes;
+    out.weight_bytes = plan.weight_bytes;
+    out.activation_peak_bytes = plan.activation_peak_bytes;
   }
 #endif
   std::unique_ptr<ModelRunner> runner;
@@ -510,12 +582,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     LOCUS_ASSIGN_OR_RETURN(
         auto local,
         LocalModelRunner::create(std::move(backend), std::move(loaded.model), options.block_size));
-    if (out.on_gpu && !options.enforce_eager) {
-      const int largest = options.max_cudagraph_capture_size > 0
-                              ? options.max_cudagraph_capture_size
-                              : std::min(sched.max_num_seqs, 512);
-      local->enable_decode_graphs(std::min(largest, sched.max_num_seqs), sched.max_model_len);
-    }
+    if (out.on_gpu) enable_graphs(*local, options, sched);
     out.runner = local.get();
     runner = std::move(local);
   }
@@ -548,7 +615,11 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     if (r > 0 && !lockstep.runners.empty()) {
       runner = std::move(lockstep.runners[static_cast<size_t>(r)]);
     } else if (r > 0) {
-      auto more = open_cpu_replica(replica_options);
+      Expected<std::unique_ptr<ModelRunner>> more = unsupported("no GPU replicas in this build");
+#ifdef LOCUS_HAS_CUDA
+      if (out.on_gpu) more = open_gpu_replica(replica_options, sched, r, out.kv_cache_bytes);
+#endif
+      if (!out.on_gpu) more = open_cpu_replica(replica_options);
       if (!more) return more.status().with_context(fmt::format("data-parallel replica {}", r));
       runner = std::move(*more);
     }
@@ -556,8 +627,8 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     LOCUS_ASSIGN_OR_RETURN(auto engine, LLMEngine::create(config, std::move(runner), detokenizers));
     replicas.push_back(std::move(engine));
   }
-  log::info("{} data-parallel replicas on the CPU, {} KV blocks each", replicas.size(),
-            config.num_kv_blocks);
+  log::info("{} data-parallel replicas on {}, {} KV blocks each", replicas.size(),
+            out.on_gpu ? "their own GPUs" : "the CPU", config.num_kv_blocks);
   LOCUS_ASSIGN_OR_RETURN(
       out.engine,
       DataParallelEngine::create(std::move(replicas), options.block_size, config.num_kv_blocks));
