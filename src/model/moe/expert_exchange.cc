@@ -102,18 +102,20 @@ class NaiveAllToAll final : public ExpertExchange {
     std::vector<std::vector<int>> dests(static_cast<size_t>(tokens));
     std::vector<std::vector<int32_t>> lists(ranks);
     size_t slots = 0;
+    std::vector<char> sends_to(ranks);
     for (int64_t t = 0; t < tokens; ++t) {
-      std::vector<bool> to(ranks, false);
+      std::fill(sends_to.begin(), sends_to.end(), 0);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t e = ids.data<int32_t>()[t * k + j];
         if (e < 0 || static_cast<size_t>(e) >= owner_.size()) {
-          return internal_error(fmt_expert(e));
+          return internal_error(fmt::format(
+              "naive all-to-all: the router chose expert {}, which this layer does not have", e));
         }
-        to[static_cast<size_t>(owner_[static_cast<size_t>(e)])] = true;
+        sends_to[static_cast<size_t>(owner_[static_cast<size_t>(e)])] = 1;
       }
       auto& mine = dests[static_cast<size_t>(t)];
       for (size_t r = 0; r < ranks; ++r) {
-        if (!to[r]) continue;
+        if (!sends_to[r]) continue;
         mine.push_back(static_cast<int>(r));
         lists[r].push_back(static_cast<int32_t>(t));
       }
@@ -202,11 +204,6 @@ class NaiveAllToAll final : public ExpertExchange {
   }
 
  private:
-  static std::string fmt_expert(int32_t e) {
-    return "naive all-to-all: the router chose expert " + std::to_string(e) +
-           ", which this layer does not have";
-  }
-
   // Every rank's send counts to this rank: an all-to-all of one count per pair.
   Expected<std::vector<int64_t>> exchange_counts(Ops& ops,
                                                  std::span<const int64_t> send_counts) const {
