@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -75,6 +76,53 @@ class CudaOps : public ::testing::Test {
     const double e = rel_l2(got, want);
     std::printf("  %-40s rel L2 %.2e\n", what, e);
     EXPECT_LT(e, bound) << what;
+  }
+
+  // Random bf16 experts [inter, hidden] on both backends; only `held(i)` ones defined (the
+  // others are on another rank).
+  void make_experts(int64_t e, int64_t hidden, int64_t inter, uint64_t seed,
+                    const std::function<bool(int64_t)>& held, std::vector<ExpertWeights>& cpu,
+                    std::vector<ExpertWeights>& gpu) {
+    cpu.assign(static_cast<size_t>(e), {});
+    gpu.assign(static_cast<size_t>(e), {});
+    for (int64_t i = 0; i < e; ++i) {
+      if (!held(i)) continue;
+      ExpertWeights w;
+      w.gate.weight = bf16_exact(random_f32({inter, hidden}, seed + i, -0.1f, 0.1f));
+      w.up.weight = bf16_exact(random_f32({inter, hidden}, seed + 100 + i, -0.1f, 0.1f));
+      w.down.weight = bf16_exact(random_f32({hidden, inter}, seed + 200 + i, -0.1f, 0.1f));
+      cpu[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
+                                     cpu_.prepare_linear(w.up).value(),
+                                     cpu_.prepare_linear(w.down).value()};
+      gpu[static_cast<size_t>(i)] = {gpu_->prepare_linear(w.gate).value(),
+                                     gpu_->prepare_linear(w.up).value(),
+                                     gpu_->prepare_linear(w.down).value()};
+    }
+  }
+
+  // t tokens routed top-k over the experts on the CPU, then moe_experts on both backends
+  // compared; the GPU must leave the caller's routing as it was.
+  void compare_moe_experts(int64_t t, int64_t k, int64_t hidden, uint64_t seed,
+                           const std::vector<ExpertWeights>& cpu_experts,
+                           const std::vector<ExpertWeights>& gpu_experts, const char* what) {
+    const auto e = static_cast<int64_t>(cpu_experts.size());
+    Tensor logits = random_f32({t, e}, seed, -3.0f, 3.0f);
+    MoeRouting r;
+    r.top_k = k;
+    r.renormalize = true;
+    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
+    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+    Tensor x = bf16_exact(random_f32({t, hidden}, seed + 50));
+    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
+    Tensor got = out_bf16({t, hidden});
+    Tensor gids = up_raw(ids);
+    const Status s = gpu_->moe_experts(up(x), gids, up_raw(wts), gpu_experts, got);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    expect_close(down(got), to_floats(want), what);
+    Tensor back = gpu_->to_host(gids).value();
+    EXPECT_EQ(std::memcmp(back.raw_data(), ids.raw_data(), ids.nbytes()), 0) << what;
   }
 
   CpuBackend cpu_;
@@ -370,72 +418,23 @@ TEST_F(CudaOps, SmallBatchGemvLinears) {
 // A few tokens' routed experts take the GEMV path (<= 32 token-expert pairs), including pairs
 // that share an expert.
 TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
-  const int64_t e = 16, k = 8, hidden = 256, inter = 96;
   std::vector<ExpertWeights> cpu_experts, gpu_experts;
-  for (int64_t i = 0; i < e; ++i) {
-    ExpertWeights w;
-    w.gate.weight = bf16_exact(random_f32({inter, hidden}, 600 + i, -0.1f, 0.1f));
-    w.up.weight = bf16_exact(random_f32({inter, hidden}, 700 + i, -0.1f, 0.1f));
-    w.down.weight = bf16_exact(random_f32({hidden, inter}, 800 + i, -0.1f, 0.1f));
-    cpu_experts.push_back({cpu_.prepare_linear(w.gate).value(), cpu_.prepare_linear(w.up).value(),
-                           cpu_.prepare_linear(w.down).value()});
-    gpu_experts.push_back({gpu_->prepare_linear(w.gate).value(), gpu_->prepare_linear(w.up).value(),
-                           gpu_->prepare_linear(w.down).value()});
-  }
-  for (int64_t t = 1; t <= 4; ++t) {
-    Tensor logits = random_f32({t, e}, 900 + t, -3.0f, 3.0f);
-    MoeRouting r;
-    r.top_k = k;
-    r.renormalize = true;
-    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
-    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
-    Tensor x = bf16_exact(random_f32({t, hidden}, 950 + t));
-    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
-    Tensor got = out_bf16({t, hidden});
-    ASSERT_TRUE(gpu_->moe_experts(up(x), up_raw(ids), up_raw(wts), gpu_experts, got).is_ok());
-    expect_close(down(got), to_floats(want), "moe_experts (gemv)");
-  }
+  make_experts(
+      16, 256, 96, 600, [](int64_t) { return true; }, cpu_experts, gpu_experts);
+  for (int64_t t = 1; t <= 4; ++t)
+    compare_moe_experts(t, 8, 256, 900 + t, cpu_experts, gpu_experts, "moe_experts (gemv)");
 }
 
 // Expert parallelism: the experts held by another rank are undefined on both backends (expert 0
 // among them, so nothing may read the first expert's shape) and their shares are left out; the
 // GEMV path (few tokens) and the grouped GEMMs (more) both skip them.
 TEST_F(CudaOps, MoeExpertsSkipExpertsOnOtherRanks) {
-  const int64_t e = 16, k = 4, hidden = 256, inter = 96;
-  std::vector<ExpertWeights> cpu_experts(e), gpu_experts(e);
-  for (int64_t i = 1; i < e; i += 2) {  // this rank holds the odd experts
-    ExpertWeights w;
-    w.gate.weight = bf16_exact(random_f32({inter, hidden}, 1100 + i, -0.1f, 0.1f));
-    w.up.weight = bf16_exact(random_f32({inter, hidden}, 1200 + i, -0.1f, 0.1f));
-    w.down.weight = bf16_exact(random_f32({hidden, inter}, 1300 + i, -0.1f, 0.1f));
-    cpu_experts[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
-                                           cpu_.prepare_linear(w.up).value(),
-                                           cpu_.prepare_linear(w.down).value()};
-    gpu_experts[static_cast<size_t>(i)] = {gpu_->prepare_linear(w.gate).value(),
-                                           gpu_->prepare_linear(w.up).value(),
-                                           gpu_->prepare_linear(w.down).value()};
-  }
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  make_experts(
+      16, 256, 96, 1100, [](int64_t i) { return i % 2 == 1; }, cpu_experts, gpu_experts);
   for (int64_t t : {1, 3, 45, 300}) {
-    Tensor logits = random_f32({t, e}, 1400 + t, -3.0f, 3.0f);
-    MoeRouting r;
-    r.top_k = k;
-    r.renormalize = true;
-    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
-    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
-    Tensor x = bf16_exact(random_f32({t, hidden}, 1500 + t));
-    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
-    Tensor got = out_bf16({t, hidden});
-    Tensor gids = up_raw(ids);
-    const Status s = gpu_->moe_experts(up(x), gids, up_raw(wts), gpu_experts, got);
-    ASSERT_TRUE(s.is_ok()) << s.to_string();
-    expect_close(down(got), to_floats(want), "moe_experts, half on another rank");
-    // The caller's routing is left as it was.
-    Tensor back = gpu_->to_host(gids).value();
-    EXPECT_EQ(std::memcmp(back.raw_data(), ids.raw_data(), ids.nbytes()), 0);
+    compare_moe_experts(t, 4, 256, 1400 + t, cpu_experts, gpu_experts,
+                        "moe_experts, half on another rank");
   }
 }
 

@@ -35,18 +35,31 @@ Tensor host_values(const Dims& shape, float base) {
   return t;
 }
 
-TEST(GpuNccl, CollectivesOnEveryGpu) {
-  DeviceReport report = query_devices();
-  if (report.gpus.empty()) GTEST_SKIP() << "no GPU: " << report.cuda_unavailable_reason;
-  auto version = NcclCommunicator::library_version();
-  if (!version) GTEST_SKIP() << version.status().to_string();
-  const int n = std::min<int>(static_cast<int>(report.gpus.size()), 8);
-  std::printf("[nccl] NCCL %s, %d rank(s)\n", version->c_str(), n);
+// One NCCL group over every GPU of the machine (up to 8), rank r on cuda:r.
+class GpuNccl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const DeviceReport report = query_devices();
+    if (report.gpus.empty()) GTEST_SKIP() << "no GPU: " << report.cuda_unavailable_reason;
+    auto version = NcclCommunicator::library_version();
+    if (!version) GTEST_SKIP() << version.status().to_string();
+    n_ = std::min<int>(static_cast<int>(report.gpus.size()), 8);
+    std::printf("[nccl] NCCL %s, %d rank(s)\n", version->c_str(), n_);
+    auto group = testing::GpuGroup::create(n_);
+    ASSERT_TRUE(group.has_value()) << group.status().to_string();
+    group_ = std::move(*group);
+    auto comms = NcclCommunicator::create_local_group(group_.gpus);
+    ASSERT_TRUE(comms.has_value()) << comms.status().to_string();
+    comms_ = std::move(*comms);
+  }
 
-  auto group = testing::GpuGroup::create(n);
-  ASSERT_TRUE(group.has_value()) << group.status().to_string();
-  auto comms = NcclCommunicator::create_local_group(group->gpus);
-  ASSERT_TRUE(comms.has_value()) << comms.status().to_string();
+  int n_ = 0;
+  testing::GpuGroup group_;
+  std::vector<std::unique_ptr<NcclCommunicator>> comms_;  // destroyed before group_
+};
+
+TEST_F(GpuNccl, CollectivesOnEveryGpu) {
+  const int n = n_;
 
   const int64_t rows = 3;
   const int64_t cols = 40;
@@ -54,8 +67,8 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      CudaBackend& b = *group->gpus[static_cast<size_t>(r)];
-      Communicator& c = *(*comms)[static_cast<size_t>(r)];
+      CudaBackend& b = *group_.gpus[static_cast<size_t>(r)];
+      Communicator& c = *comms_[static_cast<size_t>(r)];
       auto fail = [&](const std::string& what) { failures[static_cast<size_t>(r)] += what + "\n"; };
       if (const Status s = b.make_current(); !s.is_ok()) return fail(s.to_string());
       auto expect_ok = [&](const Status& s, const char* what) {
@@ -173,32 +186,24 @@ TEST(GpuNccl, CollectivesOnEveryGpu) {
 
 // A failed rank aborts the group (ncclCommAbort): later collectives on every rank fail with the
 // reason instead of waiting, and destroying an aborted communicator is safe.
-TEST(GpuNccl, AbortFailsLaterCollectives) {
-  DeviceReport report = query_devices();
-  if (report.gpus.empty()) GTEST_SKIP() << "no GPU: " << report.cuda_unavailable_reason;
-  auto version = NcclCommunicator::library_version();
-  if (!version) GTEST_SKIP() << version.status().to_string();
-  const int n = std::min<int>(static_cast<int>(report.gpus.size()), 8);
-  auto group = testing::GpuGroup::create(n);
-  ASSERT_TRUE(group.has_value()) << group.status().to_string();
-  auto comms = NcclCommunicator::create_local_group(group->gpus);
-  ASSERT_TRUE(comms.has_value()) << comms.status().to_string();
-  for (auto& c : *comms)
+TEST_F(GpuNccl, AbortFailsLaterCollectives) {
+  const int n = n_;
+  for (auto& c : comms_)
     c->abort("rank 0 failed to load");
-  (*comms)[0]->abort("a second abort is a no-op");
+  comms_[0]->abort("a second abort is a no-op");
   for (int r = 0; r < n; ++r) {
-    CudaBackend& b = *group->gpus[static_cast<size_t>(r)];
+    CudaBackend& b = *group_.gpus[static_cast<size_t>(r)];
     ASSERT_TRUE(b.make_current().is_ok());
     Tensor t = b.to_device(host_values({4}, 1.0f)).value();
-    const Status s = (*comms)[static_cast<size_t>(r)]->all_reduce_sum(t);
+    const Status s = comms_[static_cast<size_t>(r)]->all_reduce_sum(t);
     EXPECT_FALSE(s.is_ok()) << "rank " << r;
     EXPECT_NE(s.to_string().find("rank 0 failed to load"), std::string::npos) << s.to_string();
     std::vector<int64_t> none(static_cast<size_t>(n), 0);
     Tensor empty_rows = b.empty({0, 4}, DType::kF32).value();
     EXPECT_FALSE(
-        (*comms)[static_cast<size_t>(r)]->all_to_all(empty_rows, none, empty_rows, none).is_ok());
+        comms_[static_cast<size_t>(r)]->all_to_all(empty_rows, none, empty_rows, none).is_ok());
   }
-  comms->clear();  // no ncclCommDestroy on aborted communicators
+  comms_.clear();  // no ncclCommDestroy on aborted communicators
 }
 
 #endif
