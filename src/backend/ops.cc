@@ -294,6 +294,43 @@ Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& o
   return do_rms_norm(x, weight, eps, out);
 }
 
+Status Ops::sum_squares(const Tensor& x, Tensor& out) {
+  constexpr std::string_view op = "sum_squares";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[rows, n]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, Dims{x.size(0)}, DType::kF32));
+  return do_sum_squares(x, out);
+}
+
+Status Ops::split_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& sum_squares,
+                           int64_t width, float eps, Tensor& out) {
+  constexpr std::string_view op = "split_rms_norm";
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "x", x, 2, "[rows, n]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", weight, 1, "[n]"));
+  LOCUS_RETURN_IF_ERROR(check_norm_weight(op, weight, activation_dtype()));
+  if (weight.size(0) != x.size(1)) {
+    return fail(op, fmt::format("x {} and weight {} disagree on the normalized size ({} vs {})",
+                                x.to_string(), weight.to_string(), x.size(1), weight.size(0)));
+  }
+  LOCUS_RETURN_IF_ERROR(check_ndim(op, "sum_squares", sum_squares, 1, "[rows]"));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "sum_squares", sum_squares, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(check_contiguous(op, "sum_squares", sum_squares));
+  if (sum_squares.size(0) != x.size(0)) {
+    return fail(op, fmt::format("sum_squares {} must have one entry per row of x {}",
+                                sum_squares.to_string(), x.to_string()));
+  }
+  if (width < x.size(1) || width < 1) {
+    return fail(op, fmt::format("the whole row's width {} must be at least x's {} and positive",
+                                width, x.size(1)));
+  }
+  if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));
+  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, x.shape(), activation_dtype()));
+  return do_split_rms_norm(x, weight, sum_squares, width, eps, out);
+}
+
 Status Ops::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                          Tensor& out) {
   constexpr std::string_view op = "add_rms_norm";
@@ -516,6 +553,18 @@ Status Ops::validate_qkv_norm_rope_write_kv(std::string_view op, const Tensor& q
                                   spec.q_norm.to_string(), spec.k_norm.to_string(), qn, kn));
     }
     if (!(spec.eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", spec.eps));
+  }
+  if (spec.sum_squares.defined()) {
+    if (spec.norm != QkNorm::kPerLayer) {
+      return fail(op, "sum_squares is for a per-layer q/k norm split over ranks");
+    }
+    LOCUS_RETURN_IF_ERROR(
+        check_output(op, "sum_squares", spec.sum_squares, Dims{2, qkv.size(0)}, DType::kF32));
+    if (spec.q_norm_width < spec.q_width() || spec.k_norm_width < spec.k_width()) {
+      return fail(
+          op, fmt::format("the whole q / k widths {} / {} must cover this rank's {} / {}",
+                          spec.q_norm_width, spec.k_norm_width, spec.q_width(), spec.k_width()));
+    }
   }
   const int64_t tokens = qkv.size(0);
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "positions", positions, 1, "[tokens]"));

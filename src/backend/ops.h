@@ -134,6 +134,12 @@ struct QkvSpec {
   Tensor q_norm;  // prepared weights: [D] per head, [H * D] per layer
   Tensor k_norm;  // [D] per head, [H_kv * D] per layer
   float eps = 0.0f;
+  // A per-layer norm whose heads are split over tensor-parallel ranks: f32 [2, T], the sums of
+  // squares of each token's whole q row (row 0) and whole k row (row 1) over every rank, and
+  // those whole rows' widths (split_rms_norm). Undefined when the rows here are whole.
+  Tensor sum_squares;
+  int64_t q_norm_width = 0;
+  int64_t k_norm_width = 0;
 
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t k_width() const { return num_kv_heads * head_dim; }
@@ -247,6 +253,16 @@ class Ops {
   // dtype or f32, as prepare_weight gives it), out
   // contiguous with x's shape.
   Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+  // An RMSNorm whose rows are split over tensor-parallel ranks (MiniMax-M2's q/k norm over all
+  // heads) runs in two halves around an all-reduce of the f32 sums of squares:
+  // sum_squares: out[r] = sum of x[r, :]^2 in f32. x row view [rows, n], out f32 [rows].
+  Status sum_squares(const Tensor& x, Tensor& out);
+  // split_rms_norm: out = x / sqrt(sum_squares / width + eps) * weight, where the whole row has
+  // `width` elements (x holds n <= width of them) and the given f32 sum of squares; the same
+  // arithmetic as rms_norm on the whole row. x row view [rows, n], weight [n] (this part's),
+  // sum_squares f32 [rows], out contiguous [rows, n].
+  Status split_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& sum_squares,
+                        int64_t width, float eps, Tensor& out);
   // residual += x; out = rms_norm(residual): the pre-norm transformer's fused step. residual,
   // x, out [T, hidden]; out may not alias residual.
   Status add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
@@ -363,6 +379,9 @@ class Ops {
   virtual Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) = 0;
   virtual Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) = 0;
   virtual Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual Status do_sum_squares(const Tensor& x, Tensor& out) = 0;
+  virtual Status do_split_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& sum_squares,
+                                   int64_t width, float eps, Tensor& out) = 0;
   // residual_out = residual + x; out = rms_norm(residual_out). residual_out may be residual
   // (the in-place op) or a separate tensor.
   virtual Status do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight,

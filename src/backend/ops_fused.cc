@@ -57,7 +57,16 @@ Status Ops::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
   LOCUS_ASSIGN_OR_RETURN(Tensor q_flat, q_out.reshape({tokens, qw}));
   LOCUS_ASSIGN_OR_RETURN(Tensor k_flat, k_out.reshape({tokens, kw}));
   switch (spec.norm) {
-    case QkNorm::kPerLayer:  // over the whole projection
+    case QkNorm::kPerLayer:              // over the whole projection
+      if (spec.sum_squares.defined()) {  // ... whose heads are split over ranks
+        LOCUS_ASSIGN_OR_RETURN(Tensor q_ss, spec.sum_squares.select(0, 0));
+        LOCUS_ASSIGN_OR_RETURN(Tensor k_ss, spec.sum_squares.select(0, 1));
+        LOCUS_RETURN_IF_ERROR(
+            split_rms_norm(q2, spec.q_norm, q_ss, spec.q_norm_width, spec.eps, q_flat));
+        LOCUS_RETURN_IF_ERROR(
+            split_rms_norm(k2, spec.k_norm, k_ss, spec.k_norm_width, spec.eps, k_flat));
+        break;
+      }
       LOCUS_RETURN_IF_ERROR(rms_norm(q2, spec.q_norm, spec.eps, q_flat));
       LOCUS_RETURN_IF_ERROR(rms_norm(k2, spec.k_norm, spec.eps, k_flat));
       break;

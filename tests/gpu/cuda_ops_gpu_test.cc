@@ -598,6 +598,51 @@ TEST_F(CudaOps, MergedLinearOverThreeWeights) {
   }
 }
 
+// An RMSNorm whose rows are split into column parts (MiniMax-M2's q/k norm under tensor
+// parallelism): each part's sum of squares on the GPU, added up, then each part normalized with
+// the total, against the CPU's rms_norm of the whole row.
+TEST_F(CudaOps, SplitRmsNormOverPartsEqualsTheWholeRow) {
+  const int64_t t = 7, n = 6144;                        // MiniMax-M2's q: 48 heads x 128
+  Tensor x = bf16_exact(random_f32({t, n + 512}, 30));  // parts are column slices of a wider row
+  const auto xs = to_floats(x);
+  std::vector<float> whole;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      whole.push_back(xs[static_cast<size_t>(r * (n + 512) + c)]);
+  Tensor whole_x = testing::from_floats(whole, {t, n});
+  Tensor w = random_f32({n}, 31, 0.5f, 1.5f);
+  const auto ws = to_floats(w);
+  Tensor want = Tensor::empty({t, n}, DType::kF32).value();
+  ASSERT_TRUE(cpu_.rms_norm(whole_x, w, 1e-6f, want).is_ok());
+  Tensor gx = up(x);
+  const std::vector<int64_t> cuts = {0, 1536, 3072, 6144};
+  std::vector<float> total(static_cast<size_t>(t), 0.0f);
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+    Tensor part = gx.slice(1, cuts[p], cuts[p + 1]).value();
+    Tensor ss = gpu_->empty({t}, DType::kF32).value();
+    ASSERT_TRUE(gpu_->sum_squares(part, ss).is_ok());
+    const auto got = down(ss);
+    for (size_t r = 0; r < got.size(); ++r)
+      total[r] += got[r];
+  }
+  Tensor sums = up_raw(testing::from_floats(total, {t}));
+  std::vector<float> got_all(static_cast<size_t>(t * n));
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+    const int64_t width = cuts[p + 1] - cuts[p];
+    Tensor part = gx.slice(1, cuts[p], cuts[p + 1]).value();
+    Tensor pw = gpu_->prepare_weight(testing::from_floats(
+                                         {ws.begin() + cuts[p], ws.begin() + cuts[p + 1]}, {width}))
+                    .value();
+    Tensor out = out_bf16({t, width});
+    ASSERT_TRUE(gpu_->split_rms_norm(part, pw, sums, n, 1e-6f, out).is_ok());
+    const auto o = down(out);
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t c = 0; c < width; ++c)
+        got_all[static_cast<size_t>(r * n + cuts[p] + c)] = o[static_cast<size_t>(r * width + c)];
+  }
+  expect_close(got_all, to_floats(want), "split_rms_norm over 3 parts");
+}
+
 // The fused q/k-norm + rope + KV write against the CPU's composed form: per-head norm, no norm
 // and the per-layer norm (which the GPU runs composed), neox and interleaved partial rope.
 TEST_F(CudaOps, QkvNormRopeWriteKv) {

@@ -93,6 +93,56 @@ TEST(OpsElementwise, AddRmsNormUpdatesResidualThenNormalizes) {
   EXPECT_FALSE(alias.is_ok());
 }
 
+// A row split into column parts (MiniMax-M2's q over tensor-parallel ranks): the parts' sums of
+// squares added up, then each part normalized with the total, give rms_norm of the whole row.
+TEST(OpsElementwise, SplitRmsNormOverPartsEqualsTheWholeRow) {
+  CpuBackend backend;
+  const int64_t t = 5, n = 48;
+  Tensor x = random_f32({t, n}, 20, -3.0f, 3.0f);
+  Tensor w = random_f32({n}, 21, 0.5f, 1.5f);
+  const std::vector<int64_t> cuts = {0, 16, 24, 48};
+  std::vector<float> total(static_cast<size_t>(t), 0.0f);
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+    Tensor part = x.slice(1, cuts[p], cuts[p + 1]).value();
+    Tensor ss = Tensor::empty({t}, DType::kF32).value();
+    ASSERT_TRUE(backend.sum_squares(part, ss).is_ok());
+    const auto got = to_floats(ss);
+    const auto xs = to_floats(x);
+    for (int64_t r = 0; r < t; ++r) {
+      double want = 0.0;
+      for (int64_t c = cuts[p]; c < cuts[p + 1]; ++c)
+        want += static_cast<double>(xs[static_cast<size_t>(r * n + c)]) *
+                xs[static_cast<size_t>(r * n + c)];
+      EXPECT_FLOAT_EQ(got[static_cast<size_t>(r)], static_cast<float>(want));
+      total[static_cast<size_t>(r)] += got[static_cast<size_t>(r)];
+    }
+  }
+  Tensor sums = testing::from_floats(total, {t});
+  const auto whole = naive_rms_norm(to_floats(x), to_floats(w), n, 1e-6);
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+    const int64_t width = cuts[p + 1] - cuts[p];
+    Tensor part = x.slice(1, cuts[p], cuts[p + 1]).value();
+    Tensor pw = w.slice(0, cuts[p], cuts[p + 1]).value();
+    Tensor out = Tensor::empty({t, width}, DType::kF32).value();
+    ASSERT_TRUE(backend.split_rms_norm(part, pw, sums, n, 1e-6f, out).is_ok());
+    std::vector<float> want;
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t c = cuts[p]; c < cuts[p + 1]; ++c)
+        want.push_back(whole[static_cast<size_t>(r * n + c)]);
+    EXPECT_LT(rel_l2(to_floats(out), want), 1e-6) << "part " << p;
+  }
+  // The whole row's width must cover the part; one sum per row.
+  Tensor part = x.slice(1, 0, 16).value();
+  Tensor pw = w.slice(0, 0, 16).value();
+  Tensor out = Tensor::empty({t, 16}, DType::kF32).value();
+  Status s = backend.split_rms_norm(part, pw, sums, 8, 1e-6f, out);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("width 8 must be at least x's 16"), std::string::npos) << s.message();
+  s = backend.split_rms_norm(part, pw, testing::from_floats({1.0f, 2.0f}, {2}), n, 1e-6f, out);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("one entry per row"), std::string::npos) << s.message();
+}
+
 TEST(OpsElementwise, SiluAndMulAddGather) {
   CpuBackend backend;
   Tensor gate = random_f32({3, 10}, 11, -6.0f, 6.0f);

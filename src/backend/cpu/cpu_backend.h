@@ -63,6 +63,9 @@ class CpuBackend : public Ops {
   Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) override;
   Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) override;
   Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status do_sum_squares(const Tensor& x, Tensor& out) override;
+  Status do_split_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& sum_squares,
+                           int64_t width, float eps, Tensor& out) override;
   Status do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                          Tensor& residual_out, Tensor& out) override;
   Status do_rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;

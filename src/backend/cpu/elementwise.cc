@@ -12,15 +12,25 @@ namespace {
 // x / sqrt(mean(x^2) + eps) * weight, as transformers' RMSNorm orders it: the mean of squares
 // (here accumulated in f64, so it is the exactly rounded value), then x * rsqrt in f32, then
 // weight * that.
-void rms_norm_row(const float* x, const float* weight, float eps, int64_t n, float* out) {
+double row_sum_squares(const float* x, int64_t n) {
   double sum_squares = 0.0;
   for (int64_t i = 0; i < n; ++i)
     sum_squares += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  const float variance = static_cast<float>(sum_squares / static_cast<double>(n));
+  return sum_squares;
+}
+
+// The row of n elements (a part of a whole row of `width` with that sum of squares) normalized.
+void normalize_row(const float* x, const float* weight, float eps, double sum_squares,
+                   int64_t width, int64_t n, float* out) {
+  const float variance = static_cast<float>(sum_squares / static_cast<double>(width));
   const float inv_rms =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(variance) + static_cast<double>(eps)));
   for (int64_t i = 0; i < n; ++i)
     out[i] = weight[i] * (x[i] * inv_rms);
+}
+
+void rms_norm_row(const float* x, const float* weight, float eps, int64_t n, float* out) {
+  normalize_row(x, weight, eps, row_sum_squares(x, n), n, n, out);
 }
 
 }  // namespace
@@ -50,6 +60,28 @@ Status CpuBackend::do_rms_norm(const Tensor& x_in, const Tensor& weight, float e
   cpu::for_each_row<float>(x, [&](int64_t row, const float* src) {
     rms_norm_row(src, weight.data<float>(), eps, n, dst + row * n);
   });
+  return Status::ok();
+}
+
+Status CpuBackend::do_sum_squares(const Tensor& x_in, Tensor& out) {
+  const Tensor x = act(x_in);
+  const int64_t n = x.size(1);
+  float* dst = out.data<float>();
+  for (int64_t row = 0; row < x.size(0); ++row)
+    dst[row] = static_cast<float>(row_sum_squares(x.data<float>() + row * x.stride(0), n));
+  return Status::ok();
+}
+
+Status CpuBackend::do_split_rms_norm(const Tensor& x_in, const Tensor& weight,
+                                     const Tensor& sum_squares, int64_t width, float eps,
+                                     Tensor& out) {
+  const Tensor x = act(x_in);
+  const int64_t n = x.size(1);
+  for (int64_t row = 0; row < x.size(0); ++row) {
+    normalize_row(x.data<float>() + row * x.stride(0), weight.data<float>(), eps,
+                  static_cast<double>(sum_squares.data<float>()[row]), width, n,
+                  out.data<float>() + row * n);
+  }
   return Status::ok();
 }
 

@@ -39,6 +39,10 @@ class GqaAttention {
   RopeParams rope_;
   AttentionParams params_;
   bool split_ = false;
+  // A per-layer q/k norm over split heads: the group whose sums of squares make the RMS, and
+  // whether this rank adds its k heads' squares (not when it replicates another rank's head).
+  Communicator* norm_group_ = nullptr;
+  bool adds_k_squares_ = true;
 };
 
 }  // namespace locus

@@ -425,6 +425,26 @@ Status CudaBackend::do_rms_norm(const Tensor& x, const Tensor& weight, float eps
                                                        out.raw_data(), stream_));
 }
 
+Status CudaBackend::do_sum_squares(const Tensor& x, Tensor& out) {
+  auto timer = profile("sum_squares", x.size(0), x.size(1));
+  LOCUS_RETURN_IF_ERROR(need_bf16("sum_squares", "x", x));
+  return cuda_status("sum_squares",
+                     cuda::launch_sum_squares(row_view(x), out.data<float>(), stream_));
+}
+
+Status CudaBackend::do_split_rms_norm(const Tensor& x, const Tensor& weight,
+                                      const Tensor& sum_squares, int64_t width, float eps,
+                                      Tensor& out) {
+  auto timer = profile("split_rms_norm", x.size(0), x.size(1));
+  LOCUS_RETURN_IF_ERROR(need_bf16("split_rms_norm", "x", x));
+  LOCUS_RETURN_IF_ERROR(need_bf16("split_rms_norm", "out", out));
+  LOCUS_ASSIGN_OR_RETURN(Tensor wt, ensure_device(weight, DType::kF32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor ss, ensure_device(sum_squares, DType::kF32));
+  return cuda_status("split_rms_norm",
+                     cuda::launch_split_rms_norm(row_view(x), wt.data<float>(), ss.data<float>(),
+                                                 width, eps, out.raw_data(), stream_));
+}
+
 Status CudaBackend::do_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight,
                                     float eps, Tensor& residual_out, Tensor& out) {
   auto timer = profile("add_rms_norm", x.size(0));

@@ -76,6 +76,32 @@ __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16*
   }
 }
 
+// The two halves of an RMSNorm whose rows are split over ranks (elementwise_launch.h).
+__global__ void sum_squares_kernel(RowView x, float* out) {
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  const bf16* in = static_cast<const bf16*>(x.data) + row * x.stride0;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < x.n; c += blockDim.x) {
+    const float v = __bfloat162float(in[c]);
+    ss += v * v;
+  }
+  ss = block_sum(ss);
+  if (threadIdx.x == 0) out[row] = ss;
+}
+
+__global__ void split_rms_norm_kernel(RowView x, const float* weight, const float* sum_squares,
+                                      float width, float eps, bf16* out) {
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  const bf16* in = static_cast<const bf16*>(x.data) + row * x.stride0;
+  bf16* o = out + row * x.n;
+  const float inv = rsqrtf(sum_squares[row] / width + eps);
+  for (int64_t c = threadIdx.x; c < x.n; c += blockDim.x) {
+    o[c] = __float2bfloat16_rn(__bfloat162float(in[c]) * inv * weight[c]);
+  }
+}
+
 __global__ void add_rms_norm_kernel(const bf16* residual, const bf16* x, int64_t n,
                                     const float* weight, float eps, bf16* residual_out, bf16* out) {
   pdl_launch_dependents();  // the GEMV after us prefetches its weights meanwhile

@@ -33,6 +33,12 @@ cudaError_t launch_gather_rows(const void* x, int64_t n, size_t elem_bytes, cons
 // out (contiguous [dim0 * dim1, n] bf16) = x / sqrt(mean(x^2) + eps) * weight.
 cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, void* out,
                             cudaStream_t stream);
+// The halves of an RMSNorm whose rows are split over ranks: out[r] = sum of x[r, :]^2 (f32,
+// rows of the matrix view x, dim1 = 1); then out = x * rsqrt(sum_squares[r] / width + eps) *
+// weight, where width is the whole row's length (rms_norm's arithmetic).
+cudaError_t launch_sum_squares(const RowView& x, float* out, cudaStream_t stream);
+cudaError_t launch_split_rms_norm(const RowView& x, const float* weight, const float* sum_squares,
+                                  int64_t width, float eps, void* out, cudaStream_t stream);
 // residual_out = residual + x (rounded to bf16, as the residual stream is bf16);
 // out = rms_norm(residual_out). residual_out may be residual (in place).
 cudaError_t launch_add_rms_norm(const void* residual, const void* x, int64_t rows, int64_t n,

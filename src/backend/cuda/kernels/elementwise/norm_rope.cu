@@ -21,6 +21,20 @@ cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, vo
   return cudaGetLastError();
 }
 
+cudaError_t launch_sum_squares(const RowView& x, float* out, cudaStream_t stream) {
+  if (x.dim0 == 0) return cudaSuccess;
+  sum_squares_kernel<<<static_cast<unsigned>(x.dim0), norm_threads(x.n), 0, stream>>>(x, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_split_rms_norm(const RowView& x, const float* weight, const float* sum_squares,
+                                  int64_t width, float eps, void* out, cudaStream_t stream) {
+  if (x.dim0 == 0) return cudaSuccess;
+  split_rms_norm_kernel<<<static_cast<unsigned>(x.dim0), norm_threads(x.n), 0, stream>>>(
+      x, weight, sum_squares, static_cast<float>(width), eps, static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
 cudaError_t launch_add_rms_norm(const void* residual, const void* x, int64_t rows, int64_t n,
                                 const float* weight, float eps, void* residual_out, void* out,
                                 cudaStream_t stream) {
