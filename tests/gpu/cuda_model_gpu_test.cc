@@ -49,12 +49,11 @@ TEST_P(CudaModel, MatchesGoldensAndCpuGreedy) {
   const DeviceReport report = query_devices();
   if (report.gpus.empty()) GTEST_SKIP() << "no CUDA GPU: " << report.cuda_unavailable_reason;
   const std::string name = GetParam();
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / name;
-  auto config = load_model_config(dir);
-  ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  auto weights = CheckpointWeights::open(dir);
-  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  const testing::Goldens goldens = testing::load_goldens(dir);
+  auto opened = testing::open_fixture(name);
+  ASSERT_TRUE(opened.has_value());
+  const ModelConfig& config = opened->config;
+  const WeightSource& weights = *opened->weights;
+  const testing::Goldens& goldens = opened->goldens;
   const testing::Prompts& prompts = goldens.prompts;
   ASSERT_FALSE(prompts.empty());
   const size_t steps = goldens.greedy[0].size();
@@ -65,13 +64,13 @@ TEST_P(CudaModel, MatchesGoldensAndCpuGreedy) {
   testing::RecordingCudaBackend gpu(CudaBackendOptions{});
   const Status init = gpu.initialize();
   ASSERT_TRUE(init.is_ok()) << init.to_string();
-  auto model = Model::load(*config, **weights, gpu);
+  auto model = Model::load(config, weights, gpu);
   ASSERT_TRUE(model.has_value()) << model.status().to_string();
   testing::Driver driver{**model, 16, static_cast<int64_t>(longest)};
   CpuBackendOptions ref_options;
   ref_options.bf16_activations = true;
   testing::ReplayingCpuBackend ref_backend(ref_options);
-  auto ref_model = Model::load(*config, **weights, ref_backend);
+  auto ref_model = Model::load(config, weights, ref_backend);
   ASSERT_TRUE(ref_model.has_value()) << ref_model.status().to_string();
   testing::Driver ref{**ref_model, 16, static_cast<int64_t>(longest)};
   // Runs `on_gpu` recording the GPU's routing, then `on_cpu` making the same choices (in greedy

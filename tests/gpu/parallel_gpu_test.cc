@@ -44,12 +44,11 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
   if (!version) GTEST_SKIP() << version.status().to_string();
   const std::string fixture = GetParam().first;
   const bool expert_parallel = GetParam().second;
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
-  auto config = load_model_config(dir);
-  ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  auto weights = CheckpointWeights::open(dir);
-  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  const testing::Goldens g = testing::load_goldens(dir);
+  auto opened = testing::open_fixture(fixture);
+  ASSERT_TRUE(opened.has_value());
+  const ModelConfig& config = opened->config;
+  const WeightSource& weights = *opened->weights;
+  const testing::Goldens& g = opened->goldens;
   const int64_t steps = static_cast<int64_t>(g.greedy[0].size());
   size_t longest = 0;
   for (const auto& p : g.prompts)
@@ -72,7 +71,7 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
   ASSERT_TRUE(group.has_value()) << group.status().to_string();
   const std::vector<CudaBackend*>& gpus = group->gpus;
   ASSERT_TRUE(gpus[0]->make_current().is_ok());
-  auto one_model = Model::load(*config, **weights, *gpus[0]);
+  auto one_model = Model::load(config, weights, *gpus[0]);
   ASSERT_TRUE(one_model.has_value()) << one_model.status().to_string();
   const Run one = run(**one_model);
 
@@ -86,7 +85,7 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
       CudaBackend& gpu = *gpus[static_cast<size_t>(r)];
       if (!gpu.make_current().is_ok()) return;
       const ModelParallel parallel{(*comms)[static_cast<size_t>(r)].get(), expert_parallel};
-      auto model = Model::load(*config, **weights, gpu, parallel);
+      auto model = Model::load(config, weights, gpu, parallel);
       if (!model) {
         errors[static_cast<size_t>(r)] = model.status().to_string();
         return;
@@ -101,7 +100,7 @@ TEST_P(GpuTensorParallel, TwoGpusMatchOne) {
 
   const Run& two = ranks[0];
   ASSERT_EQ(two.logits.size(), one.logits.size());
-  const int64_t vocab = config->vocab_size;
+  const int64_t vocab = config.vocab_size;
   std::vector<double> errs;
   for (size_t i = 0; i < one.logits.size(); ++i) {
     ASSERT_EQ(two.logits[i].size(), one.logits[i].size());

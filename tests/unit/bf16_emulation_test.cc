@@ -26,12 +26,11 @@ namespace {
 class Bf16Emulation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / GetParam();
-  auto config = load_model_config(dir);
-  ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  auto weights = CheckpointWeights::open(dir);
-  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  const testing::Goldens goldens = testing::load_goldens(dir);
+  auto opened = testing::open_fixture(GetParam());
+  ASSERT_TRUE(opened.has_value());
+  const ModelConfig& config = opened->config;
+  const WeightSource& weights = *opened->weights;
+  const testing::Goldens& goldens = opened->goldens;
   const testing::Prompts& prompts = goldens.prompts;
   const std::vector<std::vector<float>>& want = goldens.logits;
   ASSERT_FALSE(prompts.empty());
@@ -42,7 +41,7 @@ TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
     o.num_threads = 2;
     o.bf16_activations = emulate;
     CpuBackend cpu(o);
-    auto model = Model::load(*config, **weights, cpu);
+    auto model = Model::load(config, weights, cpu);
     EXPECT_TRUE(model.has_value()) << model.status().to_string();
     int64_t longest = 0;
     for (const auto& pr : prompts)
@@ -53,7 +52,7 @@ TEST_P(Bf16Emulation, StaysNearTheGoldensAndReportsFlips) {
   const auto plain = logits_with(false);
   const auto emulated = logits_with(true);
 
-  const auto vocab = static_cast<size_t>(config->vocab_size);
+  const auto vocab = static_cast<size_t>(config.vocab_size);
   std::vector<double> errors;
   int flips = 0, changed_rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -84,25 +84,23 @@ class ParallelForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ParallelForward, MatchesOneRank) {
   const Case c = GetParam();
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / c.fixture;
-  auto config = load_model_config(dir);
-  ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  auto weights = CheckpointWeights::open(dir);
-  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  const testing::Goldens g = testing::load_goldens(dir);
-  ASSERT_FALSE(g.prompts.empty());
+  auto opened = testing::open_fixture(c.fixture);
+  ASSERT_TRUE(opened.has_value());
+  const ModelConfig& config = opened->config;
+  const WeightSource& weights = *opened->weights;
+  const testing::Goldens& g = opened->goldens;
 
   // A split the model's shapes do not allow must say so, before any weight is read.
   auto group = FakeGroup::create(c.split.ranks, std::chrono::seconds(60));
   {
     auto comm = group->communicator(0);
     ModelParallel parallel{comm.get(), c.split.expert_parallel, c.split.placement};
-    const Status allowed = parallel.check(*config);
+    const Status allowed = parallel.check(config);
     if (!allowed.is_ok()) {
       EXPECT_NE(allowed.to_string().find("does not split evenly"), std::string::npos)
           << allowed.to_string();
       CpuBackend backend;
-      auto refused = Model::load(*config, **weights, backend, parallel);
+      auto refused = Model::load(config, weights, backend, parallel);
       ASSERT_FALSE(refused.has_value());
       std::printf("[parallel] %-16s %-16s refused: %s\n", c.fixture.c_str(), c.split.name().c_str(),
                   allowed.to_string().c_str());
@@ -111,7 +109,7 @@ TEST_P(ParallelForward, MatchesOneRank) {
   }
 
   CpuBackend one_backend;
-  auto one = Model::load(*config, **weights, one_backend);
+  auto one = Model::load(config, weights, one_backend);
   ASSERT_TRUE(one.has_value()) << one.status().to_string();
   const Outputs want = run(**one, g);
 
@@ -123,7 +121,7 @@ TEST_P(ParallelForward, MatchesOneRank) {
       auto comm = group->communicator(r);
       CpuBackend backend;
       ModelParallel parallel{comm.get(), c.split.expert_parallel, c.split.placement};
-      auto model = Model::load(*config, **weights, backend, parallel);
+      auto model = Model::load(config, weights, backend, parallel);
       if (!model) {
         load_errors[static_cast<size_t>(r)] = model.status().to_string();
         group->abort("rank " + std::to_string(r) + " failed to load");
@@ -184,16 +182,15 @@ class DataParallelForward : public ::testing::TestWithParam<DpCase> {};
 TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
   const std::string fixture = GetParam().fixture;
   const int ranks = GetParam().ranks;
-  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
-  auto config = load_model_config(dir);
-  ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  auto weights = CheckpointWeights::open(dir);
-  ASSERT_TRUE(weights.has_value()) << weights.status().to_string();
-  const testing::Goldens g = testing::load_goldens(dir);
+  auto opened = testing::open_fixture(fixture);
+  ASSERT_TRUE(opened.has_value());
+  const ModelConfig& config = opened->config;
+  const WeightSource& weights = *opened->weights;
+  const testing::Goldens& g = opened->goldens;
   ASSERT_GE(g.prompts.size(), static_cast<size_t>(ranks));
 
   CpuBackend one_backend;
-  auto one = Model::load(*config, **weights, one_backend);
+  auto one = Model::load(config, weights, one_backend);
   ASSERT_TRUE(one.has_value()) << one.status().to_string();
   const Outputs want = run(**one, g);
 
@@ -213,7 +210,7 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       parallel.dp = comm.get();
       parallel.all2all = GetParam().all2all;
       parallel.placement = GetParam().placement;
-      auto model = Model::load(*config, **weights, backend, parallel);
+      auto model = Model::load(config, weights, backend, parallel);
       if (!model) {
         errors[static_cast<size_t>(r)] = model.status().to_string();
         group->abort("rank " + std::to_string(r) + " failed to load");

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "io/safetensors.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
+#include "model/weight_source.h"
 
 namespace locus::testing {
 
@@ -60,6 +63,28 @@ inline Goldens load_goldens(const std::filesystem::path& model_dir) {
     g.logits.emplace_back(f, f + (l ? l->numel() : 0));
   }
   return g;
+}
+
+// A fixture model (tests/fixtures/models/<name>) opened for a test: its config, checkpoint and
+// goldens.
+struct Fixture {
+  ModelConfig config;
+  std::unique_ptr<CheckpointWeights> weights;
+  Goldens goldens;
+};
+
+// nullopt after reporting a test failure when any part does not open or there are no prompts.
+inline std::optional<Fixture> open_fixture(const std::string& name) {
+  const auto dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / name;
+  auto config = load_model_config(dir);
+  EXPECT_TRUE(config.has_value()) << config.status().to_string();
+  auto weights = CheckpointWeights::open(dir);
+  EXPECT_TRUE(weights.has_value()) << weights.status().to_string();
+  if (!config || !weights) return std::nullopt;
+  Fixture f{std::move(*config), std::move(*weights), load_goldens(dir)};
+  EXPECT_FALSE(f.goldens.prompts.empty()) << name << " has no golden prompts";
+  if (f.goldens.prompts.empty()) return std::nullopt;
+  return f;
 }
 
 inline int32_t argmax(std::span<const float> row) {
