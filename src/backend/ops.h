@@ -279,7 +279,8 @@ class Ops {
   Status silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = a + b, all [T, n]; out may alias a.
   Status add(const Tensor& a, const Tensor& b, Tensor& out);
-  // out[i] = x[indices[i]]. x [T, n], indices i32 [m], out [m, n].
+  // out[i] = x[indices[i]], a zero row where indices[i] is -1. x [T, n], indices i32 [m],
+  // out [m, n].
   Status gather_rows(const Tensor& x, const Tensor& indices, Tensor& out);
   // dst = src. Both row views (1 to 3 dims) of the same shape and dtype, not overlapping: the
   // one op whose output may be strided (it fills column slices).
@@ -348,9 +349,26 @@ class Ops {
   // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
   // experts[e] for every expert id, out [T, hidden]. An expert whose weights are all undefined
   // is on another rank (expert parallelism): its share is left out, and the ranks' outputs sum
-  // to the whole.
+  // to the whole. An id of -1 is an empty slot (the low_latency exchange's padding): skipped.
   Status moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      std::span<const ExpertWeights> experts, Tensor& out);
+
+  // ---- expert exchange planned on the device (ops_exchange.cc) -------------------------------
+  // The send plan of the low_latency all-to-all: every pair of ranks exchanges a block of
+  // `capacity` rows (>= T), so no count goes through the host. Token t goes to every rank that
+  // owns one of its experts (expert_owner i32 [E]: the rank of each expert), into that rank's
+  // block at the next free slot in token order. Outputs, for `ranks` blocks of `capacity` slots:
+  //   send_index i32 [ranks * capacity]: the token in each slot, -1 for an empty one;
+  //   send_ids i32 / send_weights f32 [ranks * capacity, k]: its whole routing (-1 / 0 if empty);
+  //   combine_index i32 [ranks, T]: the slot token t took in rank r's block (r * capacity + s),
+  //     -1 where t does not go to r.
+  Status moe_dispatch_plan(const Tensor& topk_ids, const Tensor& topk_weights,
+                           const Tensor& expert_owner, int64_t ranks, int64_t capacity,
+                           Tensor& send_index, Tensor& send_ids, Tensor& send_weights,
+                           Tensor& combine_index);
+  // out[t] = sum over j of x[index[j, t]] (f32 sums in j order), index -1 adding nothing (a row
+  // of only -1 is zeros). x [R, n], index i32 [m, T], out [T, n].
+  Status gather_sum_rows(const Tensor& x, const Tensor& index, Tensor& out);
 
  protected:
   // Argument checks shared by ops and the fused ops built from them.
@@ -430,6 +448,11 @@ class Ops {
                               Tensor& topk_weights) = 0;
   virtual Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                                 std::span<const ExpertWeights> experts, Tensor& out) = 0;
+  virtual Status do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& topk_weights,
+                                      const Tensor& expert_owner, int64_t ranks, int64_t capacity,
+                                      Tensor& send_index, Tensor& send_ids, Tensor& send_weights,
+                                      Tensor& combine_index) = 0;
+  virtual Status do_gather_sum_rows(const Tensor& x, const Tensor& index, Tensor& out) = 0;
 };
 
 }  // namespace locus

@@ -54,7 +54,7 @@ struct DeviceCliOptions {
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--all2all-backend", all2all_backend,
                     "How data-parallel ranks that share experts exchange tokens: auto | "
-                    "allgather_reducescatter | naive (low_latency: not built yet)");
+                    "allgather_reducescatter | naive | low_latency");
   }
 
   void apply(ModelEngineOptions& mo) const {

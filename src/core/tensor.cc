@@ -190,6 +190,7 @@ size_t Tensor::byte_offset() const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to be out of place
   int64_t expected = 1;
   for (int i = ndim() - 1; i >= 0; --i) {
     if (shape_[i] == 1) continue;  // the stride of a size-1 dimension never matters

@@ -53,10 +53,10 @@ struct ModelEngineOptions {
   // Parallelism (vLLM's flags). --tensor-parallel-size ranks split every layer
   // (model/parallel.h); --enable-expert-parallel spreads whole experts over them instead of
   // splitting each (--expert-placement-strategy linear | round_robin). The CPU runs the ranks
-  // as threads over the in-process communicator; GPUs need the NCCL communicator (not built
-  // yet). --data-parallel-size runs replicas behind a prefix-aware balancer (CPU only); with
-  // --enable-expert-parallel the replicas share their experts and step together
-  // (LockstepRunner). The naive / low_latency all-to-all backends are not built yet.
+  // as threads over the in-process communicator, GPUs as threads over NCCL.
+  // --data-parallel-size runs replicas behind a prefix-aware balancer (one GPU or TP group
+  // each); with --enable-expert-parallel the replicas share their experts and step together
+  // (LockstepRunner, CPU only so far), exchanging tokens by --all2all-backend.
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string expert_placement = "linear";

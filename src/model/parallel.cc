@@ -16,12 +16,7 @@ Expected<All2AllBackend> parse_all2all_backend(const std::string& name) {
     return All2AllBackend::kAllGatherReduceScatter;
   }
   if (name == "naive") return All2AllBackend::kNaive;
-  if (name == "low_latency") {
-    return unsupported(
-        "--all2all-backend low_latency (fixed-size per-expert buffers and a masked grouped GEMM "
-        "that reads the counts on the GPU) is not built yet; use allgather_reducescatter or "
-        "naive");
-  }
+  if (name == "low_latency") return All2AllBackend::kLowLatency;
   return invalid_argument(fmt::format(
       "--all2all-backend '{}': choose auto, allgather_reducescatter, naive or low_latency", name));
 }

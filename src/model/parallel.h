@@ -38,10 +38,11 @@ Expected<ExpertPlacement> parse_expert_placement(const std::string& name);
 enum class All2AllBackend : uint8_t {
   kAllGatherReduceScatter,  // every rank sees every token; sums come back by reduce-scatter
   kNaive,                   // each token goes only to the ranks holding its experts (send/recv)
+  kLowLatency,              // the same in blocks of fixed size, planned on the device: no host sync
 };
 
-// "auto" and "allgather_reducescatter" -> the baseline; "naive"; anything else is an error.
-// "low_latency" is named but not built.
+// "auto" and "allgather_reducescatter" -> the baseline; "naive"; "low_latency"; anything else
+// is an error.
 Expected<All2AllBackend> parse_all2all_backend(const std::string& name);
 
 struct ModelParallel {

@@ -643,6 +643,50 @@ TEST_F(CudaOps, SplitRmsNormOverPartsEqualsTheWholeRow) {
   expect_close(got_all, to_floats(want), "split_rms_norm over 3 parts");
 }
 
+// The low_latency exchange's plan on the GPU equals the CPU's exactly (token order within each
+// block, over several 256-token chunks), and its combine adds the same rows.
+TEST_F(CudaOps, MoeDispatchPlanAndGatherSumRowsMatchTheCpu) {
+  const int64_t e = 64, k = 8;
+  for (int64_t ranks : {2, 8}) {
+    for (int64_t t : {1, 5, 600}) {
+      const int64_t cap = t + 3;
+      std::vector<int32_t> id_values, owner_values;
+      for (int64_t i = 0; i < t * k; ++i)
+        id_values.push_back(static_cast<int32_t>((i * 7919 + i / k * 13) % e));
+      for (int64_t x = 0; x < e; ++x)
+        owner_values.push_back(static_cast<int32_t>((x * 5) % ranks));
+      Tensor ids = testing::from_i32(id_values, {t, k});
+      Tensor w = random_f32({t, k}, 40, 0.0f, 1.0f);
+      Tensor owner = testing::from_i32(owner_values, {e});
+      Tensor si = Tensor::empty({ranks * cap}, DType::kI32).value();
+      Tensor sid = Tensor::empty({ranks * cap, k}, DType::kI32).value();
+      Tensor sw = Tensor::empty({ranks * cap, k}, DType::kF32).value();
+      Tensor ci = Tensor::empty({ranks, t}, DType::kI32).value();
+      ASSERT_TRUE(cpu_.moe_dispatch_plan(ids, w, owner, ranks, cap, si, sid, sw, ci).is_ok());
+      Tensor gsi = gpu_->empty({ranks * cap}, DType::kI32).value();
+      Tensor gsid = gpu_->empty({ranks * cap, k}, DType::kI32).value();
+      Tensor gsw = gpu_->empty({ranks * cap, k}, DType::kF32).value();
+      Tensor gci = gpu_->empty({ranks, t}, DType::kI32).value();
+      const Status st = gpu_->moe_dispatch_plan(up_raw(ids), up_raw(w), up_raw(owner), ranks, cap,
+                                                gsi, gsid, gsw, gci);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      const std::string what = std::to_string(ranks) + " ranks, " + std::to_string(t) + " tokens";
+      for (auto [cpu, gpu] : {std::pair{&si, &gsi}, {&sid, &gsid}, {&sw, &gsw}, {&ci, &gci}}) {
+        Tensor back = gpu_->to_host(*gpu).value();
+        EXPECT_EQ(std::memcmp(back.raw_data(), cpu->raw_data(), cpu->nbytes()), 0) << what;
+      }
+      // Combine: every token's rows from the blocks it went to.
+      const int64_t hidden = 256;
+      Tensor blocks = bf16_exact(random_f32({ranks * cap, hidden}, 41));
+      Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
+      ASSERT_TRUE(cpu_.gather_sum_rows(blocks, ci, want).is_ok());
+      Tensor got = out_bf16({t, hidden});
+      ASSERT_TRUE(gpu_->gather_sum_rows(up(blocks), gci, got).is_ok());
+      expect_close(down(got), to_floats(want), ("gather_sum_rows " + what).c_str());
+    }
+  }
+}
+
 // The fused q/k-norm + rope + KV write against the CPU's composed form: per-head norm, no norm
 // and the per-layer norm (which the GPU runs composed), neox and interleaved partial rope.
 TEST_F(CudaOps, QkvNormRopeWriteKv) {

@@ -154,8 +154,9 @@ TEST(EngineDataParallel, SharedExpertsStepTogether) {
     std::string fixture;
     std::string all2all;
   };
-  for (const Case& c : {Case{"qwen3-moe", "auto"}, Case{"deepseek-v3", "auto"},
-                        Case{"qwen3-moe", "naive"}, Case{"deepseek-v3", "naive"}}) {
+  for (const Case& c :
+       {Case{"qwen3-moe", "auto"}, Case{"deepseek-v3", "auto"}, Case{"qwen3-moe", "naive"},
+        Case{"deepseek-v3", "naive"}, Case{"qwen3-moe", "low_latency"}}) {
     const std::string where = c.fixture + " --all2all-backend " + c.all2all;
     const testing::Goldens g = goldens(c.fixture);
     ASSERT_GE(g.prompts.size(), 3u);
@@ -228,10 +229,10 @@ TEST(EngineParallelOptions, WhatCannotRunSaysWhy) {
   expect_error(dp_ep, ErrorCode::kUnsupported,
                "--tensor-parallel-size 2 inside --data-parallel-size 2 replicas");
 
-  ModelEngineOptions a2a = options("qwen3-moe", 1, true);
-  a2a.data_parallel_size = 2;
-  a2a.all2all_backend = "low_latency";
-  expect_error(a2a, ErrorCode::kUnsupported, "--all2all-backend low_latency");
+  ModelEngineOptions tp_ll = options("qwen3-moe", 2, true);
+  tp_ll.all2all_backend = "low_latency";
+  expect_error(tp_ll, ErrorCode::kInvalidArgument,
+               "--all2all-backend low_latency moves tokens between data-parallel ranks");
 
   ModelEngineOptions bad = options("qwen3-moe", 2, true);
   bad.all2all_backend = "deepep";

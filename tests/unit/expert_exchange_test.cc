@@ -121,6 +121,18 @@ void check_exchange(int ranks, All2AllBackend backend, ExpertPlacement placement
     EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
+std::string all2all_name(All2AllBackend backend) {
+  switch (backend) {
+    case All2AllBackend::kNaive:
+      return "naive";
+    case All2AllBackend::kLowLatency:
+      return "low_latency";
+    case All2AllBackend::kAllGatherReduceScatter:
+      break;
+  }
+  return "agrs";
+}
+
 class ExpertExchangeTest
     : public ::testing::TestWithParam<std::tuple<All2AllBackend, ExpertPlacement, int>> {};
 
@@ -137,7 +149,7 @@ TEST_P(ExpertExchangeTest, EveryTokenGetsItsExpertsSum) {
   check_exchange(ranks, backend, placement, routing, nullptr, longest);
   std::vector<int64_t> received;
   check_exchange(ranks, backend, placement, routing, &received, longest + 2);
-  if (backend == All2AllBackend::kAllGatherReduceScatter) {
+  if (backend != All2AllBackend::kNaive) {  // blocks of the step's most tokens from every rank
     EXPECT_EQ(received[0], ranks * (longest + 2));
   }
 }
@@ -145,12 +157,11 @@ TEST_P(ExpertExchangeTest, EveryTokenGetsItsExpertsSum) {
 INSTANTIATE_TEST_SUITE_P(
     Backends, ExpertExchangeTest,
     ::testing::Combine(::testing::Values(All2AllBackend::kAllGatherReduceScatter,
-                                         All2AllBackend::kNaive),
+                                         All2AllBackend::kNaive, All2AllBackend::kLowLatency),
                        ::testing::Values(ExpertPlacement::kLinear, ExpertPlacement::kRoundRobin),
                        ::testing::Values(2, 3, 4)),
     [](const auto& param_info) {
-      return std::string(std::get<0>(param_info.param) == All2AllBackend::kNaive ? "naive"
-                                                                                 : "agrs") +
+      return all2all_name(std::get<0>(param_info.param)) +
              (std::get<1>(param_info.param) == ExpertPlacement::kLinear ? "_linear"
                                                                         : "_round_robin") +
              "_" + std::to_string(std::get<2>(param_info.param));
@@ -169,6 +180,26 @@ TEST(ExpertExchange, NaiveSendsOnlyToTheExpertsRanks) {
   check_exchange(2, All2AllBackend::kAllGatherReduceScatter, ExpertPlacement::kLinear, routing,
                  &received);
   EXPECT_EQ(received, (std::vector<int64_t>{10, 10}));
+  // low_latency sends what naive sends, in blocks of the step's most tokens (5): rank 1's
+  // blocks arrive empty, its experts see only padding (routed nowhere), and it sends zeros back.
+  check_exchange(2, All2AllBackend::kLowLatency, ExpertPlacement::kLinear, routing, &received);
+  EXPECT_EQ(received, (std::vector<int64_t>{10, 10}));
+}
+
+// A rank with no tokens in the step still takes part in every exchange (it sends empty blocks
+// and receives the others' tokens for its experts).
+TEST(ExpertExchange, ARankWithNoTokensStillServesItsExperts) {
+  Routing routing;
+  routing.tokens = [](int r) { return static_cast<int64_t>(r == 1 ? 0 : 3); };
+  routing.expert = [](int r, int64_t t, int64_t j) {
+    return static_cast<int32_t>((2 * t + r + 3 * j) % kExperts);
+  };
+  for (All2AllBackend b : {All2AllBackend::kAllGatherReduceScatter, All2AllBackend::kNaive,
+                           All2AllBackend::kLowLatency}) {
+    SCOPED_TRACE(all2all_name(b));
+    check_exchange(3, b, ExpertPlacement::kRoundRobin, routing);
+    check_exchange(3, b, ExpertPlacement::kLinear, routing, nullptr, 3);
+  }
 }
 
 }  // namespace

@@ -169,13 +169,26 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelForward, ::testing::ValuesIn(cases())
 // on rank i % ranks, so the ranks' token counts differ and the MoE gather pads), and the experts
 // are spread over the ranks. Each rank's logits must be one rank's for the same prompts. The
 // ranks step together: one whole-prompt prefill, then one decode step per token. Both exchanges
-// (--all2all-backend): every token to every rank, or each token only to its experts' ranks.
+// (--all2all-backend): every token to every rank, or each token only to its experts' ranks
+// (planned on the host, or in fixed blocks planned by the backend).
 struct DpCase {
   std::string fixture;
   int ranks = 2;
   All2AllBackend all2all = All2AllBackend::kAllGatherReduceScatter;
   ExpertPlacement placement = ExpertPlacement::kLinear;
 };
+
+const char* all2all_label(All2AllBackend backend) {
+  switch (backend) {
+    case All2AllBackend::kNaive:
+      return "naive";
+    case All2AllBackend::kLowLatency:
+      return "low-lat";
+    case All2AllBackend::kAllGatherReduceScatter:
+      break;
+  }
+  return "ag/rs";
+}
 
 class DataParallelForward : public ::testing::TestWithParam<DpCase> {};
 
@@ -251,7 +264,7 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
     }
   }
   std::printf("[parallel] %-16s dp%d+ep %-6s   logits rel L2 vs one rank: %.2e\n", fixture.c_str(),
-              ranks, GetParam().all2all == All2AllBackend::kNaive ? "naive" : "ag/rs", worst);
+              ranks, all2all_label(GetParam().all2all), worst);
 }
 
 std::vector<DpCase> dp_cases() {
@@ -262,8 +275,10 @@ std::vector<DpCase> dp_cases() {
   for (const auto& [fixture, ranks] : fixtures) {
     out.push_back({fixture, ranks, All2AllBackend::kAllGatherReduceScatter});
     out.push_back({fixture, ranks, All2AllBackend::kNaive});
+    out.push_back({fixture, ranks, All2AllBackend::kLowLatency});
   }
   out.push_back({"qwen3-moe", 3, All2AllBackend::kNaive, ExpertPlacement::kRoundRobin});
+  out.push_back({"qwen3-moe", 3, All2AllBackend::kLowLatency, ExpertPlacement::kRoundRobin});
   return out;
 }
 
@@ -272,7 +287,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DataParallelForward, ::testing::ValuesIn(dp_c
                            const DpCase& c = param_info.param;
                            std::string n =
                                c.fixture + "_dp" + std::to_string(c.ranks) +
-                               (c.all2all == All2AllBackend::kNaive ? "_naive" : "") +
+                               (c.all2all == All2AllBackend::kNaive        ? "_naive"
+                                : c.all2all == All2AllBackend::kLowLatency ? "_low_latency"
+                                                                           : "") +
                                (c.placement == ExpertPlacement::kRoundRobin ? "_round_robin" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
@@ -319,7 +336,7 @@ TEST(ModelParallel, ExpertPlacementCoversEveryExpertOnce) {
   EXPECT_FALSE(parse_expert_placement("random").has_value());
   EXPECT_EQ(parse_all2all_backend("auto").value(), All2AllBackend::kAllGatherReduceScatter);
   EXPECT_EQ(parse_all2all_backend("naive").value(), All2AllBackend::kNaive);
-  EXPECT_EQ(parse_all2all_backend("low_latency").status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(parse_all2all_backend("low_latency").value(), All2AllBackend::kLowLatency);
   EXPECT_EQ(parse_all2all_backend("deepep").status().code(), ErrorCode::kInvalidArgument);
 }
 

@@ -72,6 +72,7 @@ class CpuBackend : public Ops {
   Status do_silu_and_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
   Status do_gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  Status do_gather_sum_rows(const Tensor& x, const Tensor& index, Tensor& out) override;
   Status do_copy(const Tensor& src, Tensor& dst) override;
   Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                            Tensor& k_cache, Tensor& v_cache) override;
@@ -85,6 +86,10 @@ class CpuBackend : public Ops {
                           Tensor& out) override;
   Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override;
+  Status do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& topk_weights,
+                              const Tensor& expert_owner, int64_t ranks, int64_t capacity,
+                              Tensor& send_index, Tensor& send_ids, Tensor& send_weights,
+                              Tensor& combine_index) override;
   Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                         std::span<const ExpertWeights> experts, Tensor& out) override;
 

@@ -1,6 +1,7 @@
 // Row-wise CPU ops: embedding, RMSNorm, RoPE, SiLU-and-mul, add, row gathers.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -176,12 +177,43 @@ Status CpuBackend::do_gather_rows(const Tensor& x_in, const Tensor& indices, Ten
   const int64_t n = x.size(1);
   const int32_t* idx = indices.data<int32_t>();
   for (int64_t i = 0; i < indices.size(0); ++i) {
-    if (idx[i] < 0 || idx[i] >= rows) {
+    if (idx[i] < -1 || idx[i] >= rows) {
       return out_of_range(
-          fmt::format("gather_rows: index {} at {} is outside [0, {})", idx[i], i, rows));
+          fmt::format("gather_rows: index {} at {} is outside [-1, {})", idx[i], i, rows));
     }
-    std::memcpy(out.data<float>() + i * n, x.data<float>() + idx[i] * n,
-                static_cast<size_t>(n) * sizeof(float));
+    float* dst = out.data<float>() + i * n;
+    if (idx[i] == -1) {
+      std::fill_n(dst, n, 0.0f);
+    } else {
+      std::memcpy(dst, x.data<float>() + idx[i] * n, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+  return Status::ok();
+}
+
+Status CpuBackend::do_gather_sum_rows(const Tensor& x_in, const Tensor& index, Tensor& out) {
+  const Tensor x = act(x_in);
+  const int64_t rows = x.size(0);
+  const int64_t n = x.size(1);
+  const int64_t m = index.size(0);
+  const int64_t tokens = index.size(1);
+  const int32_t* idx = index.data<int32_t>();
+  for (int64_t i = 0; i < m * tokens; ++i) {
+    if (idx[i] < -1 || idx[i] >= rows) {
+      return out_of_range(fmt::format("gather_sum_rows: index {} at ({}, {}) is outside [-1, {})",
+                                      idx[i], i / tokens, i % tokens, rows));
+    }
+  }
+  float* o = out.data<float>();
+  std::fill_n(o, tokens * n, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < m; ++j) {
+      const int32_t r = idx[j * tokens + t];
+      if (r < 0) continue;
+      const float* src = x.data<float>() + r * n;
+      for (int64_t c = 0; c < n; ++c)
+        o[t * n + c] += src[c];
+    }
   }
   return Status::ok();
 }

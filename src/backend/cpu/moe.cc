@@ -129,6 +129,7 @@ Status CpuBackend::do_moe_experts(const Tensor& x_in, const Tensor& topk_ids,
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = ids[t * k + j];
+      if (e == -1) continue;  // an empty slot
       if (e < 0 || e >= num_experts) {
         return out_of_range(
             fmt::format("moe_experts: token {} slot {} routes to expert {}, "
@@ -173,6 +174,49 @@ Status CpuBackend::do_moe_experts(const Tensor& x_in, const Tensor& topk_ids,
       const float weight = assigned[r].second;
       for (int64_t d = 0; d < hidden; ++d)
         dst[d] += src[d] * weight;
+    }
+  }
+  return Status::ok();
+}
+
+Status CpuBackend::do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& topk_weights,
+                                        const Tensor& expert_owner, int64_t ranks, int64_t capacity,
+                                        Tensor& send_index, Tensor& send_ids, Tensor& send_weights,
+                                        Tensor& combine_index) {
+  const int64_t tokens = topk_ids.size(0);
+  const int64_t k = topk_ids.size(1);
+  const int64_t experts = expert_owner.size(0);
+  const int32_t* ids = topk_ids.data<int32_t>();
+  const int32_t* owner = expert_owner.data<int32_t>();
+  for (int64_t e = 0; e < experts; ++e) {
+    if (owner[e] < 0 || owner[e] >= ranks) {
+      return out_of_range(fmt::format("moe_dispatch_plan: expert {} is owned by rank {} of {}", e,
+                                      owner[e], ranks));
+    }
+  }
+  std::fill_n(send_index.data<int32_t>(), send_index.numel(), -1);
+  std::fill_n(send_ids.data<int32_t>(), send_ids.numel(), -1);
+  std::fill_n(send_weights.data<float>(), send_weights.numel(), 0.0f);
+  std::fill_n(combine_index.data<int32_t>(), combine_index.numel(), -1);
+  std::vector<int64_t> used(static_cast<size_t>(ranks), 0);
+  std::vector<char> goes(static_cast<size_t>(ranks));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::fill(goes.begin(), goes.end(), 0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[t * k + j];
+      if (e < 0 || e >= experts) {
+        return out_of_range(fmt::format(
+            "moe_dispatch_plan: token {} is routed to expert {}, outside [0, {})", t, e, experts));
+      }
+      goes[static_cast<size_t>(owner[e])] = 1;
+    }
+    for (int64_t r = 0; r < ranks; ++r) {
+      if (!goes[static_cast<size_t>(r)]) continue;
+      const int64_t slot = r * capacity + used[static_cast<size_t>(r)]++;
+      send_index.data<int32_t>()[slot] = static_cast<int32_t>(t);
+      std::copy_n(ids + t * k, k, send_ids.data<int32_t>() + slot * k);
+      std::copy_n(topk_weights.data<float>() + t * k, k, send_weights.data<float>() + slot * k);
+      combine_index.data<int32_t>()[r * tokens + t] = static_cast<int32_t>(slot);
     }
   }
   return Status::ok();

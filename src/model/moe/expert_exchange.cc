@@ -4,9 +4,38 @@
 
 #include <algorithm>
 #include <span>
+#include <string_view>
 
 namespace locus {
 namespace {
+
+// The most tokens any rank of `comm` has: an all-gather of the counts, read back on the host
+// (for callers that did not agree on it before the step).
+Expected<int64_t> longest_rank(Communicator& comm, Ops& ops, int64_t tokens) {
+  const int64_t ranks = comm.size();
+  LOCUS_ASSIGN_OR_RETURN(Tensor count, Tensor::empty({1}, DType::kI32));
+  count.data<int32_t>()[0] = static_cast<int32_t>(tokens);
+  LOCUS_ASSIGN_OR_RETURN(Tensor count_dev, ops.to_device(count));
+  LOCUS_ASSIGN_OR_RETURN(Tensor counts_dev, ops.empty({ranks}, DType::kI32));
+  LOCUS_RETURN_IF_ERROR(comm.all_gather(count_dev, counts_dev, 0));
+  LOCUS_ASSIGN_OR_RETURN(Tensor counts, ops.to_host(counts_dev));
+  int64_t longest = 0;
+  for (int64_t r = 0; r < ranks; ++r)
+    longest = std::max<int64_t>(longest, counts.data<int32_t>()[r]);
+  return longest;
+}
+
+// The step's most tokens on any rank: `max_tokens` when the caller knows it, else asked.
+Expected<int64_t> step_max_tokens(Communicator& comm, Ops& ops, int64_t tokens, int64_t max_tokens,
+                                  std::string_view exchange) {
+  if (max_tokens == 0) return longest_rank(comm, ops, tokens);
+  if (max_tokens < tokens) {
+    return internal_error(
+        fmt::format("{}: this rank has {} tokens, more than the step's agreed most {}", exchange,
+                    tokens, max_tokens));
+  }
+  return max_tokens;
+}
 
 // The baseline (vLLM's allgather_reducescatter): every rank gathers every rank's tokens, padded
 // to the longest rank's count so that all send one shape, runs its experts on all of them and
@@ -18,14 +47,8 @@ class AllGatherReduceScatter final : public ExpertExchange {
   Expected<ExpertDispatch> prepare(Ops& ops, const Tensor& x, const Tensor& topk_ids,
                                    const Tensor& topk_weights, int64_t max_tokens) const override {
     const int64_t tokens = x.size(0);
-    int64_t longest = max_tokens;
-    if (longest == 0) {
-      LOCUS_ASSIGN_OR_RETURN(longest, longest_rank(ops, tokens));
-    } else if (longest < tokens) {
-      return internal_error(fmt::format(
-          "allgather_reducescatter: this rank has {} tokens, more than the step's agreed most {}",
-          tokens, longest));
-    }
+    LOCUS_ASSIGN_OR_RETURN(const int64_t longest, step_max_tokens(comm_, ops, tokens, max_tokens,
+                                                                  "allgather_reducescatter"));
     ExpertDispatch d;
     d.tokens = tokens;
     d.padded = longest;
@@ -48,21 +71,6 @@ class AllGatherReduceScatter final : public ExpertExchange {
   }
 
  private:
-  // The most tokens any rank has: an all-gather of the counts, read back on the host.
-  Expected<int64_t> longest_rank(Ops& ops, int64_t tokens) const {
-    const int64_t ranks = comm_.size();
-    LOCUS_ASSIGN_OR_RETURN(Tensor count, Tensor::empty({1}, DType::kI32));
-    count.data<int32_t>()[0] = static_cast<int32_t>(tokens);
-    LOCUS_ASSIGN_OR_RETURN(Tensor count_dev, ops.to_device(count));
-    LOCUS_ASSIGN_OR_RETURN(Tensor counts_dev, ops.empty({ranks}, DType::kI32));
-    LOCUS_RETURN_IF_ERROR(comm_.all_gather(count_dev, counts_dev, 0));
-    LOCUS_ASSIGN_OR_RETURN(Tensor counts, ops.to_host(counts_dev));
-    int64_t longest = 0;
-    for (int64_t r = 0; r < ranks; ++r)
-      longest = std::max<int64_t>(longest, counts.data<int32_t>()[r]);
-    return longest;
-  }
-
   // t [T, n] zero-padded to [rows, n] on every rank and gathered: [ranks * rows, n].
   Expected<Tensor> gather_padded(Ops& ops, const Tensor& t, int64_t rows) const {
     Tensor padded = t;
@@ -222,14 +230,79 @@ class NaiveAllToAll final : public ExpertExchange {
   std::vector<int> owner_;  // expert -> rank
 };
 
+// The low-latency all-to-all: what naive sends, in blocks of a fixed size. Every pair of ranks
+// exchanges `capacity` rows (the step's most tokens on any rank, agreed once per step), so the
+// counts never go through the host; the send plan (Ops::moe_dispatch_plan) is made on the
+// device, empty slots route nowhere (ids -1) and come back as zero rows. No host sync per
+// layer, at the price of moving whole blocks: the decode trade DeepEP's low-latency kernels make.
+class LowLatencyAllToAll final : public ExpertExchange {
+ public:
+  LowLatencyAllToAll(Communicator& comm, std::vector<int> owner)
+      : comm_(comm), owner_(std::move(owner)) {}
+
+  Expected<ExpertDispatch> prepare(Ops& ops, const Tensor& x, const Tensor& topk_ids,
+                                   const Tensor& topk_weights, int64_t max_tokens) const override {
+    const int64_t tokens = x.size(0);
+    const int64_t k = topk_ids.size(1);
+    const int64_t ranks = comm_.size();
+    if (!owner_dev_.defined()) {
+      LOCUS_ASSIGN_OR_RETURN(Tensor owner,
+                             Tensor::empty({static_cast<int64_t>(owner_.size())}, DType::kI32));
+      std::copy(owner_.begin(), owner_.end(), owner.data<int32_t>());
+      LOCUS_ASSIGN_OR_RETURN(owner_dev_, ops.to_device(owner));
+    }
+    ExpertDispatch d;
+    d.tokens = tokens;
+    LOCUS_ASSIGN_OR_RETURN(d.capacity,
+                           step_max_tokens(comm_, ops, tokens, max_tokens, "low_latency"));
+    const int64_t rows = ranks * d.capacity;
+    LOCUS_ASSIGN_OR_RETURN(Tensor send_index, ops.empty({rows}, DType::kI32));
+    LOCUS_ASSIGN_OR_RETURN(Tensor send_ids, ops.empty({rows, k}, DType::kI32));
+    LOCUS_ASSIGN_OR_RETURN(Tensor send_weights, ops.empty({rows, k}, DType::kF32));
+    LOCUS_ASSIGN_OR_RETURN(d.block_combine_index, ops.empty({ranks, tokens}, DType::kI32));
+    LOCUS_RETURN_IF_ERROR(ops.moe_dispatch_plan(topk_ids, topk_weights, owner_dev_, ranks,
+                                                d.capacity, send_index, send_ids, send_weights,
+                                                d.block_combine_index));
+    LOCUS_ASSIGN_OR_RETURN(Tensor send_x, ops.empty({rows, x.size(1)}, x.dtype()));
+    LOCUS_RETURN_IF_ERROR(ops.gather_rows(x, send_index, send_x));
+    const std::vector<int64_t> blocks(static_cast<size_t>(ranks), d.capacity);
+    LOCUS_ASSIGN_OR_RETURN(d.x, ops.empty({rows, x.size(1)}, x.dtype()));
+    LOCUS_ASSIGN_OR_RETURN(d.topk_ids, ops.empty({rows, k}, DType::kI32));
+    LOCUS_ASSIGN_OR_RETURN(d.topk_weights, ops.empty({rows, k}, DType::kF32));
+    LOCUS_RETURN_IF_ERROR(comm_.all_to_all(send_x, blocks, d.x, blocks));
+    LOCUS_RETURN_IF_ERROR(comm_.all_to_all(send_ids, blocks, d.topk_ids, blocks));
+    LOCUS_RETURN_IF_ERROR(comm_.all_to_all(send_weights, blocks, d.topk_weights, blocks));
+    return d;
+  }
+
+  Expected<Tensor> finalize(Ops& ops, const ExpertDispatch& d,
+                            const Tensor& expert_out) const override {
+    const std::vector<int64_t> blocks(static_cast<size_t>(comm_.size()), d.capacity);
+    LOCUS_ASSIGN_OR_RETURN(Tensor back, ops.empty(expert_out.shape(), expert_out.dtype()));
+    LOCUS_RETURN_IF_ERROR(comm_.all_to_all(expert_out, blocks, back, blocks));
+    LOCUS_ASSIGN_OR_RETURN(Tensor out,
+                           ops.empty({d.tokens, expert_out.size(1)}, expert_out.dtype()));
+    LOCUS_RETURN_IF_ERROR(ops.gather_sum_rows(back, d.block_combine_index, out));
+    return out;
+  }
+
+ private:
+  Communicator& comm_;
+  std::vector<int> owner_;    // expert -> rank
+  mutable Tensor owner_dev_;  // the same on the device, uploaded by the first prepare
+};
+
 }  // namespace
 
 std::unique_ptr<ExpertExchange> make_expert_exchange(const ModelParallel& parallel,
                                                      int64_t num_experts) {
-  if (parallel.all2all == All2AllBackend::kNaive) {
+  if (parallel.all2all != All2AllBackend::kAllGatherReduceScatter) {
     std::vector<int> owner(static_cast<size_t>(num_experts));
     for (int64_t e = 0; e < num_experts; ++e)
       owner[static_cast<size_t>(e)] = parallel.expert_owner(e, num_experts);
+    if (parallel.all2all == All2AllBackend::kLowLatency) {
+      return std::make_unique<LowLatencyAllToAll>(*parallel.dp, std::move(owner));
+    }
     return std::make_unique<NaiveAllToAll>(*parallel.dp, std::move(owner));
   }
   return std::make_unique<AllGatherReduceScatter>(*parallel.dp);

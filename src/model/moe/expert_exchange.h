@@ -30,6 +30,10 @@ struct ExpertDispatch {
   // naive: combine_index[j][t] = the row of the returned outputs that holds token t's share
   // from the j-th rank it was sent to, or the zero row past the end.
   std::vector<Tensor> combine_index;
+  // low_latency: rows per block (every pair exchanges one block) and i32 [ranks, T], the row of
+  // the returned blocks holding token t's share from rank r, or -1.
+  int64_t capacity = 0;
+  Tensor block_combine_index;
 };
 
 class ExpertExchange {

@@ -509,6 +509,17 @@ Status CudaBackend::do_gather_rows(const Tensor& x, const Tensor& indices, Tenso
                                         idx.data<int32_t>(), idx.numel(), out.raw_data(), stream_));
 }
 
+Status CudaBackend::do_gather_sum_rows(const Tensor& x, const Tensor& index, Tensor& out) {
+  auto timer = profile("gather_sum_rows", index.size(1), x.size(1));
+  LOCUS_RETURN_IF_ERROR(need_bf16("gather_sum_rows", "x", x));
+  LOCUS_RETURN_IF_ERROR(need_bf16("gather_sum_rows", "out", out));
+  LOCUS_ASSIGN_OR_RETURN(Tensor idx, ensure_device(index, DType::kI32));
+  return cuda_status("gather_sum_rows",
+                     cuda::launch_gather_sum_rows(x.raw_data(), idx.data<int32_t>(),
+                                                  static_cast<int>(index.size(0)), index.size(1),
+                                                  x.size(1), out.raw_data(), stream_));
+}
+
 Status CudaBackend::do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                       Tensor& k_cache, Tensor& v_cache) {
   auto timer = profile("write_kv_cache", k.size(0));

@@ -266,4 +266,26 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
   return cuda_status("moe_experts", err);
 }
 
+Status CudaBackend::do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& topk_weights,
+                                         const Tensor& expert_owner, int64_t ranks,
+                                         int64_t capacity, Tensor& send_index, Tensor& send_ids,
+                                         Tensor& send_weights, Tensor& combine_index) {
+  auto timer = profile("moe_dispatch_plan", topk_ids.size(0), ranks);
+  LOCUS_ASSIGN_OR_RETURN(Tensor ids, ensure_device(topk_ids, DType::kI32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor weights, ensure_device(topk_weights, DType::kF32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor owner, ensure_device(expert_owner, DType::kI32));
+  if (!on_cuda(send_index) || !on_cuda(send_ids) || !on_cuda(send_weights) ||
+      !on_cuda(combine_index)) {
+    return invalid_argument("moe_dispatch_plan on cuda: the outputs must be on the GPU");
+  }
+  return cuda_status(
+      "moe_dispatch_plan",
+      cuda::launch_moe_dispatch_plan(
+          ids.data<int32_t>(), weights.data<float>(), static_cast<int>(ids.size(0)),
+          static_cast<int>(ids.size(1)), owner.data<int32_t>(), static_cast<int>(owner.size(0)),
+          static_cast<int>(ranks), static_cast<int>(capacity), send_index.data<int32_t>(),
+          send_ids.data<int32_t>(), send_weights.data<float>(), combine_index.data<int32_t>(),
+          stream_));
+}
+
 }  // namespace locus

@@ -58,6 +58,20 @@ __global__ void gather_rows_kernel(const char* x, int64_t x_rows, int64_t row_by
   }
 }
 
+// out[t] = sum_j x[index[j, t]] (index -1 skipped), f32 sums in j order; one CTA per t.
+__global__ void gather_sum_rows_kernel(const bf16* x, const int32_t* index, int m, int64_t tokens,
+                                       int64_t n, bf16* out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int j = 0; j < m; ++j) {
+      const int32_t r = index[j * tokens + t];
+      if (r >= 0) sum += __bfloat162float(x[static_cast<int64_t>(r) * n + c]);
+    }
+    out[t * n + c] = __float2bfloat16_rn(sum);
+  }
+}
+
 __global__ void rms_norm_kernel(RowView x, const float* weight, float eps, bf16* out) {
   pdl_launch_dependents();
   const int64_t row = blockIdx.x;

@@ -26,10 +26,14 @@ struct RowView {
 // give zero rows rather than a fault: the Ops layer checks ids on the host where it can).
 cudaError_t launch_embedding(const void* table, int64_t table_rows, int64_t n, size_t elem_bytes,
                              const int32_t* ids, int64_t num_ids, void* out, cudaStream_t stream);
-// out[i] = x[indices[i]], rows of n elements of elem_bytes, x rows contiguous.
+// out[i] = x[indices[i]], rows of n elements of elem_bytes, x rows contiguous; index -1 gives
+// a zero row.
 cudaError_t launch_gather_rows(const void* x, int64_t n, size_t elem_bytes, const int32_t* indices,
                                int64_t num_indices, void* out, cudaStream_t stream);
 
+// out[t] = sum over j < m of x[index[j * tokens + t]] (bf16 rows of n; index -1 adds nothing).
+cudaError_t launch_gather_sum_rows(const void* x, const int32_t* index, int m, int64_t tokens,
+                                   int64_t n, void* out, cudaStream_t stream);
 // out (contiguous [dim0 * dim1, n] bf16) = x / sqrt(mean(x^2) + eps) * weight.
 cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, void* out,
                             cudaStream_t stream);

@@ -23,6 +23,15 @@ cudaError_t launch_gather_rows(const void* x, int64_t n, size_t elem_bytes, cons
   return launch_embedding(x, INT64_MAX, n, elem_bytes, indices, num_indices, out, stream);
 }
 
+cudaError_t launch_gather_sum_rows(const void* x, const int32_t* index, int m, int64_t tokens,
+                                   int64_t n, void* out, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return cudaSuccess;
+  const int threads = n >= 1024 ? 256 : 128;
+  gather_sum_rows_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+      static_cast<const bf16*>(x), index, m, tokens, n, static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
 cudaError_t launch_silu_and_mul(const void* gate, int64_t gate_stride, const void* up,
                                 int64_t up_stride, int64_t rows, int64_t n, void* out,
                                 cudaStream_t stream) {

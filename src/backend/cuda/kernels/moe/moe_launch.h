@@ -75,4 +75,14 @@ cudaError_t launch_moe_experts(const MoeExpertsArgs& args, cudaStream_t stream);
 cudaError_t launch_moe_local_ids(const int32_t* ids, const int32_t* local_of, int n,
                                  int num_experts, int32_t* out, cudaStream_t stream);
 
+// Ops::moe_dispatch_plan: the blocks of `capacity` slots each of `ranks` ranks receives from
+// this one (token order within a block), and each token's slot per rank (-1: not sent there).
+// ids/weights [tokens, k], owner [experts] (rank of each expert; ids outside [0, experts) go
+// nowhere); send_index [ranks * capacity], send_ids / send_weights [ranks * capacity, k],
+// combine_index [ranks, tokens]. capacity >= tokens.
+cudaError_t launch_moe_dispatch_plan(const int32_t* ids, const float* weights, int tokens, int k,
+                                     const int32_t* owner, int experts, int ranks, int capacity,
+                                     int32_t* send_index, int32_t* send_ids, float* send_weights,
+                                     int32_t* combine_index, cudaStream_t stream);
+
 }  // namespace locus::cuda
