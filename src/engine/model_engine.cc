@@ -225,9 +225,9 @@ Expected<LockstepLoad> load_lockstep(const ModelEngineOptions& options) {
         std::move(comm), std::move(local), rounds, r,
         [comms](const std::string& reason) { comms->abort(reason); }));
   }
-  log::info(
-      "{} data-parallel ranks sharing experts (DP attention + EP MoE, {}) on the CPU", dp,
-      options.all2all_backend == "auto" ? "allgather_reducescatter" : options.all2all_backend);
+  LOCUS_ASSIGN_OR_RETURN(const All2AllBackend a2a, parse_all2all_backend(options.all2all_backend));
+  log::info("{} data-parallel ranks sharing experts (DP attention + EP MoE, {}) on the CPU", dp,
+            all2all_backend_name(a2a));
   return out;
 }
 

@@ -21,6 +21,18 @@ Expected<All2AllBackend> parse_all2all_backend(const std::string& name) {
       "--all2all-backend '{}': choose auto, allgather_reducescatter, naive or low_latency", name));
 }
 
+const char* all2all_backend_name(All2AllBackend backend) {
+  switch (backend) {
+    case All2AllBackend::kNaive:
+      return "naive";
+    case All2AllBackend::kLowLatency:
+      return "low_latency";
+    case All2AllBackend::kAllGatherReduceScatter:
+      break;
+  }
+  return "allgather_reducescatter";
+}
+
 int ModelParallel::expert_owner(int64_t e, int64_t num_experts) const {
   if (!expert_parallel || expert_size() <= 1) return expert_rank();
   const int64_t n = expert_size();

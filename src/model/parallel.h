@@ -44,6 +44,8 @@ enum class All2AllBackend : uint8_t {
 // "auto" and "allgather_reducescatter" -> the baseline; "naive"; "low_latency"; anything else
 // is an error.
 Expected<All2AllBackend> parse_all2all_backend(const std::string& name);
+// The flag's name of `backend`: "allgather_reducescatter", "naive" or "low_latency".
+const char* all2all_backend_name(All2AllBackend backend);
 
 struct ModelParallel {
   Communicator* tp = nullptr;  // the tensor-parallel group; null = one rank. Outlives the model.

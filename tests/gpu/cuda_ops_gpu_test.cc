@@ -100,19 +100,31 @@ class CudaOps : public ::testing::Test {
     }
   }
 
+  // Random f32 logits [t, e] (seed) routed top-k with renormalized softmax weights on the CPU.
+  struct Routed {
+    MoeRouting routing;
+    Tensor logits, ids, weights;
+  };
+  Routed route_on_cpu(int64_t t, int64_t e, int64_t k, uint64_t seed) {
+    Routed out;
+    out.routing.top_k = k;
+    out.routing.renormalize = true;
+    out.logits = random_f32({t, e}, seed, -3.0f, 3.0f);
+    out.ids = Tensor::empty({t, k}, DType::kI32).value();
+    out.weights = Tensor::empty({t, k}, DType::kF32).value();
+    const Status s = cpu_.moe_route(out.logits, Tensor(), out.routing, out.ids, out.weights);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return out;
+  }
+
   // t tokens routed top-k over the experts on the CPU, then moe_experts on both backends
   // compared; the GPU must leave the caller's routing as it was.
   void compare_moe_experts(int64_t t, int64_t k, int64_t hidden, uint64_t seed,
                            const std::vector<ExpertWeights>& cpu_experts,
                            const std::vector<ExpertWeights>& gpu_experts, const char* what) {
-    const auto e = static_cast<int64_t>(cpu_experts.size());
-    Tensor logits = random_f32({t, e}, seed, -3.0f, 3.0f);
-    MoeRouting r;
-    r.top_k = k;
-    r.renormalize = true;
-    Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
-    Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+    const Routed routed = route_on_cpu(t, static_cast<int64_t>(cpu_experts.size()), k, seed);
+    const Tensor& ids = routed.ids;
+    const Tensor& wts = routed.weights;
     Tensor x = bf16_exact(random_f32({t, hidden}, seed + 50));
     Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
     ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
@@ -357,13 +369,11 @@ TEST_F(CudaOps, PagedAttentionAndMla) {
 
 TEST_F(CudaOps, MoeRouteAndExperts) {
   const int64_t t = 45, e = 16, k = 4, hidden = 256, inter = 96;
-  Tensor logits = random_f32({t, e}, 50, -3.0f, 3.0f);
-  MoeRouting r;
-  r.top_k = k;
-  r.renormalize = true;
-  Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
-  Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
-  ASSERT_TRUE(cpu_.moe_route(logits, Tensor(), r, ids, wts).is_ok());
+  const Routed routed = route_on_cpu(t, e, k, 50);
+  const MoeRouting& r = routed.routing;
+  const Tensor& logits = routed.logits;
+  const Tensor& ids = routed.ids;
+  const Tensor& wts = routed.weights;
   Tensor gids = gpu_->empty({t, k}, DType::kI32).value();
   Tensor gwts = gpu_->empty({t, k}, DType::kF32).value();
   ASSERT_TRUE(gpu_->moe_route(up_raw(logits), Tensor(), r, gids, gwts).is_ok());

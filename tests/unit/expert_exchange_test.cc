@@ -121,18 +121,6 @@ void check_exchange(int ranks, All2AllBackend backend, ExpertPlacement placement
     EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
-std::string all2all_name(All2AllBackend backend) {
-  switch (backend) {
-    case All2AllBackend::kNaive:
-      return "naive";
-    case All2AllBackend::kLowLatency:
-      return "low_latency";
-    case All2AllBackend::kAllGatherReduceScatter:
-      break;
-  }
-  return "agrs";
-}
-
 class ExpertExchangeTest
     : public ::testing::TestWithParam<std::tuple<All2AllBackend, ExpertPlacement, int>> {};
 
@@ -161,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(ExpertPlacement::kLinear, ExpertPlacement::kRoundRobin),
                        ::testing::Values(2, 3, 4)),
     [](const auto& param_info) {
-      return all2all_name(std::get<0>(param_info.param)) +
+      return std::string(all2all_backend_name(std::get<0>(param_info.param))) +
              (std::get<1>(param_info.param) == ExpertPlacement::kLinear ? "_linear"
                                                                         : "_round_robin") +
              "_" + std::to_string(std::get<2>(param_info.param));
@@ -196,7 +184,7 @@ TEST(ExpertExchange, ARankWithNoTokensStillServesItsExperts) {
   };
   for (All2AllBackend b : {All2AllBackend::kAllGatherReduceScatter, All2AllBackend::kNaive,
                            All2AllBackend::kLowLatency}) {
-    SCOPED_TRACE(all2all_name(b));
+    SCOPED_TRACE(all2all_backend_name(b));
     check_exchange(3, b, ExpertPlacement::kRoundRobin, routing);
     check_exchange(3, b, ExpertPlacement::kLinear, routing, nullptr, 3);
   }

@@ -178,18 +178,6 @@ struct DpCase {
   ExpertPlacement placement = ExpertPlacement::kLinear;
 };
 
-const char* all2all_label(All2AllBackend backend) {
-  switch (backend) {
-    case All2AllBackend::kNaive:
-      return "naive";
-    case All2AllBackend::kLowLatency:
-      return "low-lat";
-    case All2AllBackend::kAllGatherReduceScatter:
-      break;
-  }
-  return "ag/rs";
-}
-
 class DataParallelForward : public ::testing::TestWithParam<DpCase> {};
 
 TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
@@ -263,8 +251,8 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       EXPECT_EQ(o.greedy[j], g.greedy[i]) << "rank " << r << " prompt " << i;
     }
   }
-  std::printf("[parallel] %-16s dp%d+ep %-6s   logits rel L2 vs one rank: %.2e\n", fixture.c_str(),
-              ranks, all2all_label(GetParam().all2all), worst);
+  std::printf("[parallel] %-16s dp%d+ep %-23s logits rel L2 vs one rank: %.2e\n", fixture.c_str(),
+              ranks, all2all_backend_name(GetParam().all2all), worst);
 }
 
 std::vector<DpCase> dp_cases() {
