@@ -1,12 +1,14 @@
 // The device flags serve, generate and bench share (vLLM's names): --device,
 // --gpu-memory-utilization, --enforce-eager, --max-cudagraph-capture-size,
 // --attention-backend, --moe-backend, and the parallelism flags --tensor-parallel-size,
-// --enable-expert-parallel, --expert-placement-strategy, --data-parallel-size and
-// --all2all-backend.
+// --enable-expert-parallel, --expert-placement-strategy, --data-parallel-size,
+// --all2all-backend, and the multi-node flags --nnodes, --node-rank, --master-addr and
+// --master-port.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "engine/model_engine.h"
@@ -25,6 +27,13 @@ struct DeviceCliOptions {
   std::string expert_placement = "linear";
   int data_parallel_size = 1;
   std::string all2all_backend = "auto";
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29501;
+
+  // A node other than node 0 runs headless: the same command line, with its --node-rank.
+  bool headless() const { return nnodes > 1 && node_rank > 0; }
 
   void add_to(CLI::App* cmd) {
     cmd->add_option("--device", device, "auto | cuda | cpu (auto: a GPU when there is one)")
@@ -55,6 +64,15 @@ struct DeviceCliOptions {
     cmd->add_option("--all2all-backend", all2all_backend,
                     "How data-parallel ranks that share experts exchange tokens: auto | "
                     "allgather_reducescatter | naive | low_latency");
+    cmd->add_option("--nnodes", nnodes,
+                    "Nodes that split the --tensor-parallel-size ranks evenly (node 0 serves)")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("--node-rank", node_rank,
+                    "This node's index; nodes other than 0 run headless, stepping with node 0")
+        ->check(CLI::Range(0, 1023));
+    cmd->add_option("--master-addr", master_addr, "Node 0's address, where the other nodes join");
+    cmd->add_option("--master-port", master_port, "Node 0's port for the other nodes to join")
+        ->check(CLI::Range(1, 65535));
   }
 
   void apply(ModelEngineOptions& mo) const {
@@ -69,6 +87,19 @@ struct DeviceCliOptions {
     mo.expert_placement = expert_placement;
     mo.data_parallel_size = data_parallel_size;
     mo.all2all_backend = all2all_backend;
+    mo.nnodes = nnodes;
+    mo.node_rank = node_rank;
+    mo.master_addr = master_addr;
+    mo.master_port = master_port;
+  }
+
+  // Runs this node's ranks headless until node 0 ends the run; the process's exit code.
+  static int run_headless(const ModelEngineOptions& mo) {
+    if (Status s = run_worker_node(mo); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+      return 1;
+    }
+    return 0;
   }
 };
 

@@ -123,6 +123,7 @@ int run_generate(const GenerateOptions& o) {
   mo.engine.kv_cache_memory_bytes = static_cast<int64_t>(o.kv_cache_memory_gib * (1ull << 30));
   mo.engine.seed = o.seed;
 
+  if (o.gpu.headless()) return DeviceCliOptions::run_headless(mo);
   const double load_start = LLMEngine::now();
   auto me = open_model_engine(mo);
   if (!me) return fail(me.error());

@@ -87,6 +87,11 @@ int run_serve(const ServeOptions& o) {
   mo.engine.kv_cache_memory_bytes = static_cast<int64_t>(o.kv_cache_memory_gib * (1ull << 30));
   mo.engine.seed = o.seed;
   mo.engine.max_logprobs = o.max_logprobs;
+  if (o.gpu.headless()) {
+    // A headless node stops on node 0's word or on a signal's default action.
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    return DeviceCliOptions::run_headless(mo);
+  }
   auto me = open_model_engine(mo);
   if (!me) return fail(me.error());
   if (o.generation_config == "vllm") me->generation = GenerationConfig{};

@@ -11,8 +11,11 @@
 #include "core/logging.h"
 #include "dist/fake_communicator.h"
 #include "engine/data_parallel_engine.h"
+#include "engine/gpu_memory_plan.h"
 #include "engine/lockstep_runner.h"
+#include "engine/multi_node_loader.h"
 #include "engine/parallel_model_runner.h"
+#include "engine/rank_loader.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/forward_batch.h"
 
@@ -35,47 +38,6 @@ SamplingParams ModelEngine::default_sampling_params() const {
 }
 
 namespace {
-
-std::unique_ptr<Ops> make_cpu_backend(const ModelEngineOptions& options, int threads) {
-  CpuBackendOptions cpu;
-  cpu.gemm_engine =
-      options.cpu_batch_invariant ? cpu::GemmEngine::kBatchInvariant : cpu::GemmEngine::kOpenBlas;
-  cpu.num_threads = threads;
-  return std::make_unique<CpuBackend>(cpu);
-}
-
-Expected<std::unique_ptr<Ops>> make_backend(const ModelEngineOptions& options) {
-  if (options.device != "auto" && options.device != "cpu" && options.device != "cuda") {
-    return invalid_argument(fmt::format("--device {}: choose auto, cuda or cpu", options.device));
-  }
-  if (options.device != "cpu") {
-#ifdef LOCUS_HAS_CUDA
-    const DeviceReport report = query_devices();
-    if (!report.gpus.empty()) {
-      CudaBackendOptions cuda;
-      cuda.gpu_memory_utilization = options.gpu_memory_utilization;
-      LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::create(cuda));
-      return std::unique_ptr<Ops>(std::move(backend));
-    }
-    if (options.device == "cuda") {
-      return unsupported(
-          fmt::format("--device cuda: no usable GPU ({})", report.cuda_unavailable_reason));
-    }
-#else
-    if (options.device == "cuda") {
-      return unsupported("--device cuda: this locus was built without CUDA (LOCUS_CUDA=OFF)");
-    }
-#endif
-  }
-  return make_cpu_backend(options, options.cpu_threads);
-}
-
-// The CPU cores a run may use: --cpu-threads, else all of them.
-int cpu_cores(const ModelEngineOptions& options) {
-  return options.cpu_threads > 0
-             ? options.cpu_threads
-             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 // The kernel family a --attention-backend / --moe-backend choice names, checked against the
 // device this run uses. Each device has one family per op today; the flag exists so scripts
@@ -135,41 +97,6 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   if (tp > 1 && on_gpu) return unsupported("tensor parallelism on GPUs needs a CUDA build");
 #endif
   return Status::ok();
-}
-
-// What every parallel load returns from its first rank (all ranks load the same model).
-struct ParallelLoad {
-  ModelConfig config;
-  std::string weights_description;
-  std::unique_ptr<ParallelModelRunner> runner;
-};
-
-// How `options` splits the model, over these groups (either may be null).
-Expected<ModelParallel> model_parallel(const ModelEngineOptions& options, Communicator* tp,
-                                       Communicator* dp) {
-  ModelParallel parallel;
-  parallel.tp = tp;
-  parallel.dp = dp;
-  parallel.expert_parallel = options.enable_expert_parallel;
-  LOCUS_ASSIGN_OR_RETURN(parallel.placement, parse_expert_placement(options.expert_placement));
-  LOCUS_ASSIGN_OR_RETURN(parallel.all2all, parse_all2all_backend(options.all2all_backend));
-  return parallel;
-}
-
-// Rank `r`'s shard of the model on `ops`, in a runner; `group` names the rank in errors. The
-// first rank's config and weights description go to `first`.
-Expected<std::unique_ptr<LocalModelRunner>> load_rank(const ModelEngineOptions& options,
-                                                      std::unique_ptr<Ops> ops,
-                                                      const ModelParallel& parallel, int r,
-                                                      std::string_view group, ParallelLoad& first) {
-  auto loaded =
-      load_model(options.model_dir, options.load_format, *ops, options.weight_seed, parallel);
-  if (!loaded) return loaded.status().with_context(fmt::format("{} rank {}", group, r));
-  if (r == 0) {
-    first.config = loaded->config;
-    first.weights_description = loaded->weights_description;
-  }
-  return LocalModelRunner::create(std::move(ops), std::move(loaded->model), options.block_size);
 }
 
 // --tensor-parallel-size > 1 on the CPU: one in-process group, each rank a thread with its own
@@ -247,96 +174,10 @@ Expected<std::unique_ptr<ModelRunner>> open_cpu_replica(const ModelEngineOptions
 }
 
 #ifdef LOCUS_HAS_CUDA
-// vLLM's profile run: one forward of the largest step the scheduler may build
-// (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache,
-// measuring the allocator's peak above the weights. What is left of the utilization budget
-// after weights and that peak goes to the KV cache.
-Expected<uint64_t> profile_activation_peak(CudaBackend& gpu, Model& model,
-                                           const SchedulerConfig& sched, int block_size) {
-  const int64_t tokens = std::max<int64_t>(
-      1, std::min<int64_t>(sched.max_num_batched_tokens,
-                           static_cast<int64_t>(sched.max_num_seqs) * sched.max_model_len));
-  const int64_t seqs = std::max<int64_t>(1, std::min<int64_t>(sched.max_num_seqs, tokens));
-  ForwardBatchBuilder builder(block_size);
-  int32_t next_block = 0;
-  std::vector<int32_t> ids;
-  std::vector<int32_t> table;
-  for (int64_t s = 0; s < seqs; ++s) {
-    const int64_t n = tokens / seqs + (s < tokens % seqs ? 1 : 0);
-    ids.assign(static_cast<size_t>(n), 1);
-    table.clear();
-    for (int64_t b = 0; b < (n + block_size - 1) / block_size; ++b)
-      table.push_back(next_block++);
-    LOCUS_RETURN_IF_ERROR(builder.add_sequence(ids, 0, table, LogitsFor::kLastToken));
-  }
-  ForwardBatch batch = std::move(builder).build();
-  LOCUS_RETURN_IF_ERROR(gpu.synchronize());
-  const uint64_t before = gpu.memory_stats().in_use_bytes;
-  gpu.reset_peak_memory();
-  {
-    LOCUS_ASSIGN_OR_RETURN(KvCache scratch, model.allocate_kv_cache(next_block, block_size));
-    const uint64_t cache_bytes = gpu.memory_stats().in_use_bytes - before;
-    LOCUS_ASSIGN_OR_RETURN(Tensor logits, model.forward(batch, scratch));
-    (void)logits;
-    LOCUS_RETURN_IF_ERROR(gpu.synchronize());
-    const uint64_t peak = gpu.memory_stats().peak_in_use_bytes;
-    return peak - before - cache_bytes;
-  }
-}
-
-struct GpuMemoryPlan {
-  uint64_t weight_bytes = 0;
-  uint64_t activation_peak_bytes = 0;
-  int64_t kv_cache_bytes = 0;
-};
-
-// The KV cache's share of one GPU: --gpu-memory-utilization of it, less the weights and the
-// profiled worst-case step.
-Expected<GpuMemoryPlan> plan_gpu_memory(CudaBackend& gpu, Model& model,
-                                        const SchedulerConfig& sched,
-                                        const ModelEngineOptions& options) {
-  GpuMemoryPlan plan;
-  plan.weight_bytes = gpu.weight_memory_bytes() + gpu.memory_stats().in_use_bytes;
-  LOCUS_ASSIGN_OR_RETURN(plan.activation_peak_bytes,
-                         profile_activation_peak(gpu, model, sched, options.block_size));
-  const auto budget = static_cast<uint64_t>(options.gpu_memory_utilization *
-                                            static_cast<double>(gpu.total_memory_bytes()));
-  const std::string name = gpu.name();
-  // vLLM's per-instance meaning: this process may use `budget` bytes, whatever other
-  // processes hold, so two servers at 0.45 share one GPU; the budget must be free to take.
-  const uint64_t ours = gpu.memory_stats().reserved_bytes + gpu.weight_memory_bytes();
-  const uint64_t available = gpu.free_memory_bytes() + ours;
-  if (available < budget) {
-    return resource_exhausted(fmt::format(
-        "--gpu-memory-utilization {:.2f} asks for {:.2f} GiB of {}, but only {:.2f} GiB are "
-        "free (other processes hold {:.2f} GiB); lower --gpu-memory-utilization",
-        options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30), name,
-        static_cast<double>(available) / (1ull << 30),
-        static_cast<double>(gpu.total_memory_bytes() - available) / (1ull << 30)));
-  }
-  const uint64_t used = plan.weight_bytes + plan.activation_peak_bytes;
-  if (used >= budget) {
-    return resource_exhausted(fmt::format(
-        "--gpu-memory-utilization {:.2f} ({:.2f} GiB) leaves nothing for the KV cache on {}: "
-        "weights {:.2f} GiB + profiled activations {:.2f} GiB",
-        options.gpu_memory_utilization, static_cast<double>(budget) / (1ull << 30), name,
-        static_cast<double>(plan.weight_bytes) / (1ull << 30),
-        static_cast<double>(plan.activation_peak_bytes) / (1ull << 30)));
-  }
-  plan.kv_cache_bytes = static_cast<int64_t>(budget - used);
-  log::info(
-      "GPU memory plan on {}: budget {:.2f} GiB = weights {:.2f} + activations {:.2f} + "
-      "KV cache up to {:.2f} GiB",
-      name, static_cast<double>(budget) / (1ull << 30),
-      static_cast<double>(plan.weight_bytes) / (1ull << 30),
-      static_cast<double>(plan.activation_peak_bytes) / (1ull << 30),
-      static_cast<double>(budget - used) / (1ull << 30));
-  return plan;
-}
-
 // The GPUs a run needs (one per rank of every replica), checked before anything loads.
 Status check_gpu_count(const ModelEngineOptions& options) {
-  const int need = options.tensor_parallel_size * options.data_parallel_size;
+  const int need =
+      options.tensor_parallel_size / std::max(1, options.nnodes) * options.data_parallel_size;
   const DeviceReport report = query_devices();
   if (static_cast<int>(report.gpus.size()) < need) {
     return unsupported(fmt::format(
@@ -396,25 +237,6 @@ Expected<ParallelLoad> load_parallel_gpu(const ModelEngineOptions& options, int 
   return out;
 }
 
-// Every rank profiles at once (the forward's collectives need all of them); the KV pool is sized
-// by the tightest rank, since all ranks hold the same number of blocks. `first` gets rank 0's
-// plan with that size.
-Expected<GpuMemoryPlan> plan_parallel_gpu(ParallelModelRunner& runner, const SchedulerConfig& sched,
-                                          const ModelEngineOptions& options) {
-  std::vector<GpuMemoryPlan> plans(static_cast<size_t>(runner.size()));
-  LOCUS_RETURN_IF_ERROR(runner.on_every_rank([&](int r) -> Status {
-    LocalModelRunner& rank = runner.rank(r);
-    auto* rank_gpu = dynamic_cast<CudaBackend*>(&rank.ops());
-    if (rank_gpu == nullptr) return internal_error("a tensor-parallel rank is not on a GPU");
-    LOCUS_ASSIGN_OR_RETURN(plans[static_cast<size_t>(r)],
-                           plan_gpu_memory(*rank_gpu, rank.model(), sched, options));
-    return Status::ok();
-  }));
-  GpuMemoryPlan out = plans.front();
-  for (const GpuMemoryPlan& p : plans)
-    out.kv_cache_bytes = std::min(out.kv_cache_bytes, p.kv_cache_bytes);
-  return out;
-}
 #endif
 
 // CUDA graphs for decode at batch sizes up to --max-cudagraph-capture-size (vLLM's default 512),
@@ -501,8 +323,20 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   out.tensor_parallel_size = options.tensor_parallel_size;
   LoadedModel loaded;
   std::unique_ptr<ParallelModelRunner> parallel_runner;
+  std::unique_ptr<MultiNodeRunner> multi_node_runner;
   LockstepLoad lockstep;
-  if (options.data_parallel_size > 1 && options.enable_expert_parallel) {
+  if (options.nnodes > 1) {
+    if (options.node_rank != 0) {
+      return invalid_argument(
+          fmt::format("--node-rank {} runs headless (run_worker_node); only node 0 opens an engine",
+                      options.node_rank));
+    }
+    backend.reset();  // each rank makes its own
+    LOCUS_ASSIGN_OR_RETURN(MultiNodeLoad m, load_multi_node(options));
+    loaded.config = std::move(m.config);
+    loaded.weights_description = std::move(m.weights_description);
+    multi_node_runner = std::move(m.runner);
+  } else if (options.data_parallel_size > 1 && options.enable_expert_parallel) {
     LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep(replica_options));
     loaded.config = lockstep.info.config;
     loaded.weights_description = lockstep.info.weights_description;
@@ -564,6 +398,12 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     out.weight_bytes = plan.weight_bytes;
     out.activation_peak_bytes = plan.activation_peak_bytes;
     config.kv_cache_memory_bytes = plan.kv_cache_bytes;
+  } else if (multi_node_runner && out.on_gpu) {
+    LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan,
+                           plan_multi_node_gpu(*multi_node_runner, sched, options));
+    config.kv_cache_memory_bytes = plan.kv_cache_bytes;
+    out.weight_bytes = plan.weight_bytes;
+    out.activation_peak_bytes = plan.activation_peak_bytes;
   } else if (parallel_runner && out.on_gpu) {
     LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_parallel_gpu(*parallel_runner, sched, options));
     config.kv_cache_memory_bytes = plan.kv_cache_bytes;
@@ -578,6 +418,9 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   } else if (parallel_runner) {
     out.runner = &parallel_runner->rank(0);
     runner = std::move(parallel_runner);
+  } else if (multi_node_runner) {
+    out.runner = &multi_node_runner->local().rank(0);
+    runner = std::move(multi_node_runner);
   } else {
     LOCUS_ASSIGN_OR_RETURN(
         auto local,

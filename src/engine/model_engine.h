@@ -3,6 +3,7 @@
 // a backend, the KV budget, and the engine threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -62,6 +63,15 @@ struct ModelEngineOptions {
   std::string expert_placement = "linear";
   int data_parallel_size = 1;
   std::string all2all_backend = "auto";
+  // Several nodes (vLLM's --nnodes, --node-rank, --master-addr, --master-port): the
+  // --tensor-parallel-size ranks split evenly over the nodes. Node 0 serves; the others run
+  // headless (run_worker_node) and join node 0 at master_addr:master_port.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29501;
+  // How long the nodes wait for each other at start-up.
+  std::chrono::milliseconds node_join_timeout = std::chrono::minutes(10);
 };
 
 struct ModelEngine {
@@ -93,5 +103,9 @@ struct ModelEngine {
 };
 
 Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options);
+
+// A worker node of a multi-node run (--node-rank > 0): loads this node's ranks, joins node 0
+// and runs its steps until node 0 shuts the run down. No tokenizer, scheduler or server.
+Status run_worker_node(const ModelEngineOptions& options);
 
 }  // namespace locus

@@ -16,6 +16,8 @@ struct NcclApi {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
@@ -54,6 +56,8 @@ Expected<const NcclApi*> load_nccl() {
     resolve(api.get_version, "ncclGetVersion");
     resolve(api.error_string, "ncclGetErrorString");
     resolve(api.comm_init_all, "ncclCommInitAll");
+    resolve(api.get_unique_id, "ncclGetUniqueId");
+    resolve(api.comm_init_rank, "ncclCommInitRank");
     resolve(api.comm_destroy, "ncclCommDestroy");
     resolve(api.comm_abort, "ncclCommAbort");
     resolve(api.all_reduce, "ncclAllReduce");
@@ -131,6 +135,52 @@ Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::creat
   for (int r = 0; r < n; ++r) {
     out.push_back(std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
         api, comms[static_cast<size_t>(r)], backends[static_cast<size_t>(r)], r, n)));
+  }
+  return out;
+}
+
+Expected<std::string> NcclCommunicator::unique_id() {
+  LOCUS_ASSIGN_OR_RETURN(const NcclApi* api, load_nccl());
+  ncclUniqueId id;
+  LOCUS_RETURN_IF_ERROR(nccl_status(api, "ncclGetUniqueId", api->get_unique_id(&id)));
+  return std::string(id.internal, sizeof id.internal);
+}
+
+Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::create_ranks(
+    std::string_view unique_id, int world_size, int first_rank,
+    std::span<CudaBackend* const> backends) {
+  LOCUS_ASSIGN_OR_RETURN(const NcclApi* api, load_nccl());
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof id.internal) {
+    return invalid_argument(
+        fmt::format("NCCL unique id of {} bytes, want {}", unique_id.size(), sizeof id.internal));
+  }
+  const int n = static_cast<int>(backends.size());
+  if (first_rank < 0 || first_rank + n > world_size) {
+    return invalid_argument(fmt::format("NCCL ranks [{}, {}) are not in a group of {}", first_rank,
+                                        first_rank + n, world_size));
+  }
+  std::copy(unique_id.begin(), unique_id.end(), id.internal);
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n), nullptr);
+  // One thread joins several ranks: a group, with each rank's GPU current at its init.
+  LOCUS_RETURN_IF_ERROR(nccl_status(api, "ncclGroupStart", api->group_start()));
+  Status failed;
+  for (int i = 0; i < n && failed.is_ok(); ++i) {
+    failed = backends[static_cast<size_t>(i)]->make_current();
+    if (failed.is_ok()) {
+      failed = nccl_status(
+          api, "ncclCommInitRank",
+          api->comm_init_rank(&comms[static_cast<size_t>(i)], world_size, id, first_rank + i));
+    }
+  }
+  const Status ended = nccl_status(api, "ncclGroupEnd", api->group_end());
+  if (!failed.is_ok()) return failed;
+  LOCUS_RETURN_IF_ERROR(ended);
+  std::vector<std::unique_ptr<NcclCommunicator>> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(std::unique_ptr<NcclCommunicator>(
+        new NcclCommunicator(api, comms[static_cast<size_t>(i)], backends[static_cast<size_t>(i)],
+                             first_rank + i, world_size)));
   }
   return out;
 }

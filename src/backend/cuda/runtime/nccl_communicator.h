@@ -11,6 +11,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/runtime/cuda_backend.h"
@@ -25,6 +26,13 @@ class NcclCommunicator final : public Communicator {
   // One communicator per backend, rank r on backends[r]'s GPU (ncclCommInitAll); the GPUs must
   // differ. The backends must outlive the communicators.
   static Expected<std::vector<std::unique_ptr<NcclCommunicator>>> create_local_group(
+      std::span<CudaBackend* const> backends);
+  // Groups that span processes (nodes): one process makes the unique id (ncclGetUniqueId's
+  // bytes) and sends it to the others, whose ranks [first_rank, first_rank + backends.size())
+  // of the world_size join with it (ncclCommInitRank, one group call per process).
+  static Expected<std::string> unique_id();
+  static Expected<std::vector<std::unique_ptr<NcclCommunicator>>> create_ranks(
+      std::string_view unique_id, int world_size, int first_rank,
       std::span<CudaBackend* const> backends);
   // "2.28.9" when the library loads, else the reason it does not.
   static Expected<std::string> library_version();
