@@ -356,7 +356,8 @@ class Ops {
   // ---- expert exchange planned on the device (ops_exchange.cc) -------------------------------
   // The send plan of the low_latency all-to-all: every pair of ranks exchanges a block of
   // `capacity` rows (>= T), so no count goes through the host. Token t goes to every rank that
-  // owns one of its experts (expert_owner i32 [E]: the rank of each expert), into that rank's
+  // owns one of its experts (expert_owner i32 [E]: the rank of each expert, -1 for one no rank
+  // of this group holds), into that rank's
   // block at the next free slot in token order. Outputs, for `ranks` blocks of `capacity` slots:
   //   send_index i32 [ranks * capacity]: the token in each slot, -1 for an empty one;
   //   send_ids i32 / send_weights f32 [ranks * capacity, k]: its whole routing (-1 / 0 if empty);

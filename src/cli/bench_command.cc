@@ -77,11 +77,17 @@ int run_latency_command(const LatencyCliOptions& o) {
   double load_seconds = 0;
   auto me = open_bench_engine(spec, &load_seconds);
   if (!me) return fail(me.error());
+  // Decode graphs: one GPU or replicas of one GPU; tensor-parallel ranks only when asked, and
+  // replicas that share experts step eagerly.
+  const bool graphs = gpu && !o.gpu.enforce_eager &&
+                      (o.gpu.tensor_parallel_size == 1 || o.gpu.tensor_parallel_cuda_graphs) &&
+                      !(o.gpu.data_parallel_size > 1 && o.gpu.enable_expert_parallel) &&
+                      o.gpu.nnodes == 1;
   std::fprintf(stderr, "loaded %s on %s in %.1f s: %s; KV cache %d blocks (%.2f GiB)%s\n",
                o.model.c_str(), me->backend_name.c_str(), load_seconds,
                me->weights_description.c_str(), me->num_kv_blocks,
                static_cast<double>(me->kv_cache_bytes) / (1ull << 30),
-               gpu ? (o.gpu.enforce_eager ? ", eager" : ", CUDA graphs for decode") : "");
+               gpu ? (graphs ? ", CUDA graphs for decode" : ", eager") : "");
   if (gpu) std::fprintf(stderr, "HBM copy bandwidth %.0f GB/s\n", hbm_gbps);
 
   bench::LatencyOptions lo;
@@ -143,6 +149,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                           {"input_len", o.input_len},
                           {"output_len", o.output_len},
                           {"enforce_eager", o.gpu.enforce_eager},
+                          {"cuda_graphs", graphs},
                           {"attention_backend", me->attention_backend},
                           {"moe_backend", me->moe_backend},
                           {"hbm_gbps", hbm_gbps},

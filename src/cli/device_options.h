@@ -20,6 +20,7 @@ struct DeviceCliOptions {
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
   int max_cudagraph_capture_size = 0;
+  bool tensor_parallel_cuda_graphs = false;
   std::string attention_backend = "auto";
   std::string moe_backend = "auto";
   int tensor_parallel_size = 1;
@@ -45,6 +46,9 @@ struct DeviceCliOptions {
     cmd->add_option("--max-cudagraph-capture-size", max_cudagraph_capture_size,
                     "Largest decode batch replayed from a CUDA graph (0 = max-num-seqs, <= 512)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_flag("--experimental-tp-cuda-graphs", tensor_parallel_cuda_graphs,
+                  "Tensor-parallel GPU ranks replay decode from CUDA graphs too (not yet measured "
+                  "on several GPUs, so off by default)");
     cmd->add_option("--attention-backend", attention_backend,
                     "auto | cuda_paged | cpu (auto: the device's fastest)");
     cmd->add_option("--moe-backend", moe_backend,
@@ -59,7 +63,7 @@ struct DeviceCliOptions {
         ->check(CLI::IsMember({"linear", "round_robin"}));
     cmd->add_option("--data-parallel-size", data_parallel_size,
                     "Engine replicas behind one server (GPUs: one per replica; with "
-                    "--enable-expert-parallel they share the experts, CPU only)")
+                    "--enable-expert-parallel they share the experts and step together)")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--all2all-backend", all2all_backend,
                     "How data-parallel ranks that share experts exchange tokens: auto | "
@@ -80,6 +84,7 @@ struct DeviceCliOptions {
     mo.gpu_memory_utilization = gpu_memory_utilization;
     mo.enforce_eager = enforce_eager;
     mo.max_cudagraph_capture_size = max_cudagraph_capture_size;
+    mo.tensor_parallel_cuda_graphs = tensor_parallel_cuda_graphs;
     mo.attention_backend = attention_backend;
     mo.moe_backend = moe_backend;
     mo.tensor_parallel_size = tensor_parallel_size;

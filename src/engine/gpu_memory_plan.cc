@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
+#include <vector>
 
 #include "core/logging.h"
 #include "model/forward_batch.h"
@@ -48,6 +50,14 @@ Expected<uint64_t> profile_activation_peak(CudaBackend& gpu, Model& model,
     const uint64_t peak = gpu.memory_stats().peak_in_use_bytes;
     return peak - before - cache_bytes;
   }
+}
+
+// The first plan with the smallest KV budget of all: every rank or replica holds as many blocks.
+GpuMemoryPlan tightest(const std::vector<GpuMemoryPlan>& plans) {
+  GpuMemoryPlan out = plans.front();
+  for (const GpuMemoryPlan& p : plans)
+    out.kv_cache_bytes = std::min(out.kv_cache_bytes, p.kv_cache_bytes);
+  return out;
 }
 
 }  // namespace
@@ -110,10 +120,41 @@ Expected<GpuMemoryPlan> plan_parallel_gpu(ParallelModelRunner& runner, const Sch
                            plan_gpu_memory(*rank_gpu, rank.model(), sched, options));
     return Status::ok();
   }));
-  GpuMemoryPlan out = plans.front();
-  for (const GpuMemoryPlan& p : plans)
-    out.kv_cache_bytes = std::min(out.kv_cache_bytes, p.kv_cache_bytes);
-  return out;
+  return tightest(plans);
+}
+
+Expected<GpuMemoryPlan> plan_lockstep_gpu(std::span<LocalModelRunner* const> replicas,
+                                          const SchedulerConfig& sched,
+                                          const ModelEngineOptions& options,
+                                          const std::function<void(const std::string&)>& abort) {
+  const size_t n = replicas.size();
+  std::vector<GpuMemoryPlan> plans(n);
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = [&]() -> Status {
+        LocalModelRunner& replica = *replicas[r];
+        auto* gpu = dynamic_cast<CudaBackend*>(&replica.ops());
+        if (gpu == nullptr) return internal_error("a data-parallel replica is not on a GPU");
+        LOCUS_RETURN_IF_ERROR(gpu->make_current());
+        LOCUS_ASSIGN_OR_RETURN(plans[r], plan_gpu_memory(*gpu, replica.model(), sched, options));
+        return Status::ok();
+      }();
+      if (!results[r].is_ok()) {
+        abort(fmt::format("data-parallel replica {} failed to plan its GPU memory: {}", r,
+                          results[r].to_string()));
+      }
+    });
+  }
+  for (std::thread& t : threads)
+    t.join();
+  for (size_t r = 0; r < n; ++r) {
+    if (!results[r].is_ok()) {
+      return results[r].with_context(fmt::format("data-parallel replica {}", r));
+    }
+  }
+  return tightest(plans);
 }
 
 }  // namespace locus

@@ -4,6 +4,9 @@
 
 #ifdef LOCUS_HAS_CUDA
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
 
 #include "backend/cuda/runtime/cuda_backend.h"
 #include "engine/model_engine.h"
@@ -30,6 +33,16 @@ Expected<GpuMemoryPlan> plan_gpu_memory(CudaBackend& gpu, Model& model,
 // with that size.
 Expected<GpuMemoryPlan> plan_parallel_gpu(ParallelModelRunner& runner, const SchedulerConfig& sched,
                                           const ModelEngineOptions& options);
+
+// Data-parallel replicas that share their experts (DP attention + EP MoE): every replica
+// profiles at once, each from its own thread (the MoE exchange pairs them up), and the KV pool is
+// sized by the tightest, since every replica holds as many blocks. A replica that fails calls
+// `abort` so that the others do not wait for it in a collective. Returns replica 0's plan with
+// that size.
+Expected<GpuMemoryPlan> plan_lockstep_gpu(std::span<LocalModelRunner* const> replicas,
+                                          const SchedulerConfig& sched,
+                                          const ModelEngineOptions& options,
+                                          const std::function<void(const std::string&)>& abort);
 
 }  // namespace locus
 #endif

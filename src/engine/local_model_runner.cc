@@ -100,6 +100,11 @@ Expected<std::vector<int32_t>> LocalModelRunner::execute_sampled(const ModelInpu
   return tokens;
 }
 
+Status LocalModelRunner::execute_dropping_logits(const ModelInputBatch& batch) {
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
+  return run_step(batch).status();
+}
+
 Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch) {
   if (!cache_ready_) return internal_error("execute: the KV cache is not initialized");
   if (batch.block_size != spec_.block_size) {

@@ -51,6 +51,8 @@ class LocalModelRunner final : public ModelRunner {
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
   bool supports_device_sampling() const override { return ops_->supports_sampling(); }
   Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
+  // Also what a tensor-parallel peer runs (rank 0 returns the group's logits).
+  Status execute_dropping_logits(const ModelInputBatch& batch) override;
 
   const Model& model() const { return *model_; }
   Model& model() { return *model_; }

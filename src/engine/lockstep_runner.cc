@@ -55,11 +55,11 @@ void LockstepGroup::stop() {
   cv_.notify_all();
 }
 
-LockstepRunner::LockstepRunner(std::unique_ptr<Communicator> comm,
-                               std::unique_ptr<LocalModelRunner> inner,
+LockstepRunner::LockstepRunner(std::vector<std::shared_ptr<Communicator>> comms,
+                               std::unique_ptr<ModelRunner> inner,
                                std::shared_ptr<LockstepGroup> group, int replica,
                                std::function<void(const std::string&)> abort_group)
-    : comm_(std::move(comm)),
+    : comms_(std::move(comms)),
       inner_(std::move(inner)),
       group_(std::move(group)),
       replica_(replica),
@@ -90,7 +90,8 @@ Status LockstepRunner::initialize_kv_cache(int num_blocks) {
   return Status::ok();
 }
 
-Expected<Tensor> LockstepRunner::run(uint64_t step, const ModelInputBatch& batch) {
+Status LockstepRunner::run(uint64_t step, const ModelInputBatch& batch,
+                           const std::function<Status(const ModelInputBatch&)>& forward) {
   if (!group_->wait_turn(replica_, step)) {
     return internal_error(fmt::format("data-parallel replica {}: stopped", replica_));
   }
@@ -100,10 +101,9 @@ Expected<Tensor> LockstepRunner::run(uint64_t step, const ModelInputBatch& batch
   if (most == 0) return internal_error(fmt::format("data-parallel replica {}: stopped", replica_));
   ModelInputBatch padded_batch = batch;
   padded_batch.dp_max_tokens = most;
-  auto out = inner_->execute(padded_batch);
-  if (!out) {
-    abort_group_(
-        fmt::format("data-parallel replica {} failed: {}", replica_, out.status().to_string()));
+  Status out = forward(padded_batch);
+  if (!out.is_ok()) {
+    abort_group_(fmt::format("data-parallel replica {} failed: {}", replica_, out.to_string()));
     group_->stop();
   }
   group_->finish(replica_, step);
@@ -111,15 +111,33 @@ Expected<Tensor> LockstepRunner::run(uint64_t step, const ModelInputBatch& batch
 }
 
 Expected<Tensor> LockstepRunner::execute(const ModelInputBatch& batch) {
-  return run(group_->claim_real(replica_), batch);
+  Tensor logits;
+  LOCUS_RETURN_IF_ERROR(
+      run(group_->claim_real(replica_), batch, [&](const ModelInputBatch& b) -> Status {
+        LOCUS_ASSIGN_OR_RETURN(logits, inner_->execute(b));
+        return Status::ok();
+      }));
+  return logits;
+}
+
+Expected<std::vector<int32_t>> LockstepRunner::execute_sampled(const ModelInputBatch& batch) {
+  std::vector<int32_t> tokens;
+  LOCUS_RETURN_IF_ERROR(
+      run(group_->claim_real(replica_), batch, [&](const ModelInputBatch& b) -> Status {
+        LOCUS_ASSIGN_OR_RETURN(tokens, inner_->execute_sampled(b));
+        return Status::ok();
+      }));
+  return tokens;
 }
 
 void LockstepRunner::dummy_loop() {
   while (true) {
     const uint64_t step = group_->claim_dummy(replica_);
     if (step == 0) return;
-    auto out = run(step, dummy_);
-    if (!out) return;
+    // The dummy step's logits are never read: they stay on the device.
+    const Status s = run(
+        step, dummy_, [&](const ModelInputBatch& b) { return inner_->execute_dropping_logits(b); });
+    if (!s.is_ok()) return;
     std::lock_guard lock(stats_mutex_);
     ++dummy_steps_;
   }

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "engine/local_model_runner.h"
+#include "engine/model_runner.h"
 
 namespace locus {
 
@@ -57,12 +57,15 @@ class LockstepGroup {
 
 class LockstepRunner final : public ModelRunner {
  public:
-  // `comm` is the replica's end of the group its model's MoE layers gather over
-  // (ModelParallel::dp); `abort_group` releases peers blocked in a collective when this
-  // replica fails or stops.
-  LockstepRunner(std::unique_ptr<Communicator> comm, std::unique_ptr<LocalModelRunner> inner,
-                 std::shared_ptr<LockstepGroup> group, int replica,
-                 std::function<void(const std::string&)> abort_group);
+  // `inner` runs the replica's model: one rank (LocalModelRunner) or a tensor-parallel group
+  // (ParallelModelRunner). `comms` are the replica's ends of the groups its model's MoE layers
+  // exchange over (ModelParallel::dp, one per tensor-parallel rank), kept until the model is
+  // gone; `abort_group` releases peers blocked in a collective when this replica fails or stops.
+  // The communicators are shared so that `abort_group` may hold every replica's and reach them
+  // whichever replica is destroyed first.
+  LockstepRunner(std::vector<std::shared_ptr<Communicator>> comms,
+                 std::unique_ptr<ModelRunner> inner, std::shared_ptr<LockstepGroup> group,
+                 int replica, std::function<void(const std::string&)> abort_group);
   ~LockstepRunner() override;
 
   int vocab_size() const override { return inner_->vocab_size(); }
@@ -70,16 +73,20 @@ class LockstepRunner final : public ModelRunner {
   // One block more than the scheduler's: the dummy steps' scratch block.
   Status initialize_kv_cache(int num_blocks) override;
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
+  bool supports_device_sampling() const override { return inner_->supports_device_sampling(); }
+  Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
 
-  const LocalModelRunner& inner() const { return *inner_; }
   uint64_t dummy_steps() const;
 
  private:
-  Expected<Tensor> run(uint64_t step, const ModelInputBatch& batch);
+  // Runs `batch` as this replica's share of `step` through `forward` (which gets the batch with
+  // the step's most tokens filled in).
+  Status run(uint64_t step, const ModelInputBatch& batch,
+             const std::function<Status(const ModelInputBatch&)>& forward);
   void dummy_loop();
 
-  std::unique_ptr<Communicator> comm_;  // outlives the model that points at it
-  std::unique_ptr<LocalModelRunner> inner_;
+  std::vector<std::shared_ptr<Communicator>> comms_;  // outlive the model that points at them
+  std::unique_ptr<ModelRunner> inner_;
   std::shared_ptr<LockstepGroup> group_;
   const int replica_;
   std::function<void(const std::string&)> abort_group_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -12,7 +13,7 @@
 #include "dist/fake_communicator.h"
 #include "engine/data_parallel_engine.h"
 #include "engine/gpu_memory_plan.h"
-#include "engine/lockstep_runner.h"
+#include "engine/lockstep_loader.h"
 #include "engine/multi_node_loader.h"
 #include "engine/parallel_model_runner.h"
 #include "engine/rank_loader.h"
@@ -59,7 +60,7 @@ Expected<std::string> resolve_kernel_choice(std::string_view flag, const std::st
   return invalid_argument(fmt::format("{} {}: choose auto, {} or cpu", flag, choice, gpu_family));
 }
 
-Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
+Status check_parallel_options(const ModelEngineOptions& options) {
   const int tp = options.tensor_parallel_size;
   if (tp < 1) {
     return invalid_argument(fmt::format("--tensor-parallel-size {} must be at least 1", tp));
@@ -67,19 +68,6 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
   const int dp = options.data_parallel_size;
   if (dp < 1) {
     return invalid_argument(fmt::format("--data-parallel-size {} must be at least 1", dp));
-  }
-  if (dp > 1 && on_gpu && options.enable_expert_parallel) {
-    return unsupported(fmt::format(
-        "--data-parallel-size {} --enable-expert-parallel on GPUs (DP attention + EP MoE) is not "
-        "built yet: replicas that share experts run on the CPU backend (--device cpu); "
-        "--data-parallel-size without --enable-expert-parallel runs one replica per GPU",
-        dp));
-  }
-  if (dp > 1 && options.enable_expert_parallel && tp > 1) {
-    return unsupported(fmt::format(
-        "--tensor-parallel-size {} inside --data-parallel-size {} replicas that share experts "
-        "(--enable-expert-parallel) is not built yet; use --tensor-parallel-size 1",
-        tp, dp));
   }
   if (auto placement = parse_expert_placement(options.expert_placement); !placement) {
     return placement.status();
@@ -93,9 +81,6 @@ Status check_parallel_options(const ModelEngineOptions& options, bool on_gpu) {
         "every token",
         options.all2all_backend));
   }
-#ifndef LOCUS_HAS_CUDA
-  if (tp > 1 && on_gpu) return unsupported("tensor parallelism on GPUs needs a CUDA build");
-#endif
   return Status::ok();
 }
 
@@ -124,37 +109,6 @@ Expected<ParallelLoad> load_parallel(const ModelEngineOptions& options) {
       out.runner,
       ParallelModelRunner::create(std::move(comms), std::move(ranks),
                                   [group](const std::string& reason) { group->abort(reason); }));
-  return out;
-}
-
-// DP attention + EP MoE on the CPU: one replica per data-parallel rank, each a whole model
-// except for the experts, which are spread over the replicas; LockstepRunner keeps them stepping
-// together.
-struct LockstepLoad {
-  ParallelLoad info;  // config and weights description (no runner)
-  std::vector<std::unique_ptr<ModelRunner>> runners;
-  const LocalModelRunner* first = nullptr;
-};
-
-Expected<LockstepLoad> load_lockstep(const ModelEngineOptions& options) {
-  const int dp = options.data_parallel_size;
-  std::shared_ptr<FakeGroup> comms = FakeGroup::create(dp, std::chrono::minutes(10));
-  auto rounds = std::make_shared<LockstepGroup>(dp);
-  LockstepLoad out;
-  for (int r = 0; r < dp; ++r) {
-    std::unique_ptr<Communicator> comm = comms->communicator(r);
-    LOCUS_ASSIGN_OR_RETURN(ModelParallel parallel, model_parallel(options, nullptr, comm.get()));
-    LOCUS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend(options));
-    LOCUS_ASSIGN_OR_RETURN(
-        auto local, load_rank(options, std::move(ops), parallel, r, "data-parallel", out.info));
-    if (r == 0) out.first = local.get();
-    out.runners.push_back(std::make_unique<LockstepRunner>(
-        std::move(comm), std::move(local), rounds, r,
-        [comms](const std::string& reason) { comms->abort(reason); }));
-  }
-  LOCUS_ASSIGN_OR_RETURN(const All2AllBackend a2a, parse_all2all_backend(options.all2all_backend));
-  log::info("{} data-parallel ranks sharing experts (DP attention + EP MoE, {}) on the CPU", dp,
-            all2all_backend_name(a2a));
   return out;
 }
 
@@ -271,6 +225,10 @@ Expected<std::unique_ptr<ModelRunner>> open_gpu_replica(const ModelEngineOptions
     LOCUS_ASSIGN_OR_RETURN(ParallelLoad p, load_parallel_gpu(options, replica * tp));
     LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_parallel_gpu(*p.runner, sched, options));
     LOCUS_RETURN_IF_ERROR(fits(plan.kv_cache_bytes));
+    if (options.tensor_parallel_cuda_graphs) {
+      for (int r = 0; r < tp; ++r)
+        enable_graphs(p.runner->rank(r), options, sched);
+    }
     return std::unique_ptr<ModelRunner>(std::move(p.runner));
   }
   CudaBackendOptions cuda;
@@ -316,7 +274,7 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
   LOCUS_ASSIGN_OR_RETURN(
       out.moe_backend,
       resolve_kernel_choice("--moe-backend", options.moe_backend, out.on_gpu, "cuda_grouped"));
-  LOCUS_RETURN_IF_ERROR(check_parallel_options(options, out.on_gpu));
+  LOCUS_RETURN_IF_ERROR(check_parallel_options(options));
 #ifdef LOCUS_HAS_CUDA
   if (out.on_gpu) LOCUS_RETURN_IF_ERROR(check_gpu_count(options));
 #endif
@@ -337,7 +295,16 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     loaded.weights_description = std::move(m.weights_description);
     multi_node_runner = std::move(m.runner);
   } else if (options.data_parallel_size > 1 && options.enable_expert_parallel) {
+#ifdef LOCUS_HAS_CUDA
+    if (out.on_gpu) {
+      backend.reset();  // replica 0 makes its own on the same GPU
+      LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep_gpu(replica_options));
+    } else {
+      LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep(replica_options));
+    }
+#else
     LOCUS_ASSIGN_OR_RETURN(lockstep, load_lockstep(replica_options));
+#endif
     loaded.config = lockstep.info.config;
     loaded.weights_description = lockstep.info.weights_description;
     backend.reset();  // each replica made its own
@@ -404,6 +371,14 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
     config.kv_cache_memory_bytes = plan.kv_cache_bytes;
     out.weight_bytes = plan.weight_bytes;
     out.activation_peak_bytes = plan.activation_peak_bytes;
+  } else if (!lockstep.ranks.empty() && out.on_gpu) {
+    LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan,
+                           plan_lockstep_gpu(lockstep.ranks, sched, options, lockstep.abort));
+    // Each replica's dummy steps take one block on top of the scheduler's.
+    config.kv_cache_memory_bytes = std::max<int64_t>(
+        1, plan.kv_cache_bytes - lockstep.ranks.front()->kv_cache_spec().bytes_per_block());
+    out.weight_bytes = plan.weight_bytes;
+    out.activation_peak_bytes = plan.activation_peak_bytes;
   } else if (parallel_runner && out.on_gpu) {
     LOCUS_ASSIGN_OR_RETURN(GpuMemoryPlan plan, plan_parallel_gpu(*parallel_runner, sched, options));
     config.kv_cache_memory_bytes = plan.kv_cache_bytes;
@@ -413,9 +388,13 @@ Expected<ModelEngine> open_model_engine(const ModelEngineOptions& options) {
 #endif
   std::unique_ptr<ModelRunner> runner;
   if (!lockstep.runners.empty()) {
-    out.runner = lockstep.first;
+    out.runner = lockstep.ranks.front();
     runner = std::move(lockstep.runners.front());
   } else if (parallel_runner) {
+    if (out.on_gpu && options.tensor_parallel_cuda_graphs) {
+      for (int r = 0; r < parallel_runner->size(); ++r)
+        enable_graphs(parallel_runner->rank(r), options, sched);
+    }
     out.runner = &parallel_runner->rank(0);
     runner = std::move(parallel_runner);
   } else if (multi_node_runner) {

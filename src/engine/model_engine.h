@@ -46,6 +46,9 @@ struct ModelEngineOptions {
   // Largest decode batch replayed from a CUDA graph (vLLM's max_cudagraph_capture_size);
   // 0 = min(max_num_seqs, 512).
   int max_cudagraph_capture_size = 0;
+  // Tensor-parallel GPU ranks also replay decode steps from CUDA graphs (NCCL collectives
+  // captured inside). Off until measured on several GPUs; single-GPU runs use graphs anyway.
+  bool tensor_parallel_cuda_graphs = false;
   // Use the CPU backend's batch-invariant GEMM (bit-identical rows whatever the batch).
   bool cpu_batch_invariant = true;
   int cpu_threads = 0;
@@ -57,7 +60,8 @@ struct ModelEngineOptions {
   // as threads over the in-process communicator, GPUs as threads over NCCL.
   // --data-parallel-size runs replicas behind a prefix-aware balancer (one GPU or TP group
   // each); with --enable-expert-parallel the replicas share their experts and step together
-  // (LockstepRunner, CPU only so far), exchanging tokens by --all2all-backend.
+  // (LockstepRunner; on GPUs replica r on cuda:r, NCCL between them), exchanging tokens by
+  // --all2all-backend.
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string expert_placement = "linear";

@@ -64,6 +64,13 @@ class ModelRunner {
     (void)batch;
     return unsupported("this model runner does not sample on its device");
   }
+
+  // Runs the step and drops its logits where they are (a dummy step whose logits nobody reads);
+  // runners whose logits live on a device skip the copy to the host, and may return before the
+  // step has finished there.
+  virtual Status execute_dropping_logits(const ModelInputBatch& batch) {
+    return execute(batch).status();
+  }
 };
 
 }  // namespace locus

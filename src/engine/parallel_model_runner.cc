@@ -30,7 +30,6 @@ ParallelModelRunner::ParallelModelRunner(std::vector<std::unique_ptr<Communicato
       ranks_(std::move(ranks)),
       abort_group_(std::move(abort_group)),
       bind_rank_(std::move(bind_rank)),
-      logits_(ranks_.size()),
       results_(ranks_.size()) {
   for (int r = 1; r < size(); ++r)
     threads_.emplace_back([this, r] { worker(r); });
@@ -95,16 +94,28 @@ Status ParallelModelRunner::initialize_kv_cache(int num_blocks) {
 }
 
 Expected<Tensor> ParallelModelRunner::execute(const ModelInputBatch& batch) {
+  Tensor logits;
   LOCUS_RETURN_IF_ERROR(on_every_rank([&](int r) -> Status {
-    auto logits = ranks_[static_cast<size_t>(r)]->execute(batch);
-    if (!logits) return logits.status();
-    logits_[static_cast<size_t>(r)] = std::move(*logits);
+    if (r > 0) return ranks_[static_cast<size_t>(r)]->execute_dropping_logits(batch);
+    LOCUS_ASSIGN_OR_RETURN(logits, ranks_.front()->execute(batch));
     return Status::ok();
   }));
-  Tensor out = std::move(logits_[0]);
-  for (Tensor& t : logits_)
-    t = Tensor();
-  return out;
+  return logits;
+}
+
+Expected<std::vector<int32_t>> ParallelModelRunner::execute_sampled(const ModelInputBatch& batch) {
+  std::vector<int32_t> tokens;
+  LOCUS_RETURN_IF_ERROR(on_every_rank([&](int r) -> Status {
+    if (r > 0) return ranks_[static_cast<size_t>(r)]->execute_dropping_logits(batch);
+    LOCUS_ASSIGN_OR_RETURN(tokens, ranks_.front()->execute_sampled(batch));
+    return Status::ok();
+  }));
+  return tokens;
+}
+
+Status ParallelModelRunner::execute_dropping_logits(const ModelInputBatch& batch) {
+  return on_every_rank(
+      [&](int r) { return ranks_[static_cast<size_t>(r)]->execute_dropping_logits(batch); });
 }
 
 }  // namespace locus

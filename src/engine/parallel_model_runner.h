@@ -36,6 +36,12 @@ class ParallelModelRunner final : public ModelRunner {
   Status initialize_kv_cache(int num_blocks) override;
   // Every rank runs the step; the logits are rank 0's (all ranks hold the same gathered ones).
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
+  // Rank 0 samples where its logits are (the GPU); its peers drop theirs there.
+  bool supports_device_sampling() const override {
+    return ranks_.front()->supports_device_sampling();
+  }
+  Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
+  Status execute_dropping_logits(const ModelInputBatch& batch) override;
 
   int size() const { return static_cast<int>(ranks_.size()); }
   LocalModelRunner& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
@@ -56,7 +62,6 @@ class ParallelModelRunner final : public ModelRunner {
   std::vector<std::unique_ptr<LocalModelRunner>> ranks_;
   std::function<void(const std::string&)> abort_group_;
   std::function<Status(int)> bind_rank_;
-  std::vector<Tensor> logits_;  // per rank, from the last execute
 
   std::mutex mutex_;
   std::condition_variable start_;

@@ -45,6 +45,11 @@ int ModelParallel::expert_owner(int64_t e, int64_t num_experts) const {
   return static_cast<int>(extra + (e - long_part) / base);
 }
 
+int ModelParallel::exchange_owner(int64_t e, int64_t num_experts) const {
+  const int owner = expert_owner(e, num_experts);
+  return owner % size() == rank() ? owner / size() : -1;
+}
+
 bool ModelParallel::owns_expert(int64_t e, int64_t num_experts) const {
   return expert_owner(e, num_experts) == expert_rank();
 }
@@ -58,23 +63,18 @@ ShardRange ModelParallel::kv_heads(int64_t num_kv_heads) const {
 
 Status ModelParallel::check(const ModelConfig& config) const {
   if (is_data_parallel()) {
-    if (is_parallel()) {
-      return unsupported(fmt::format(
-          "{}: tensor parallelism inside data-parallel ranks (--tensor-parallel-size {} with "
-          "--data-parallel-size {}) is not built yet",
-          config.source_name, size(), dp->size()));
-    }
     if (!expert_parallel) {
       return invalid_argument(
           fmt::format("{}: data-parallel ranks share experts only with --enable-expert-parallel",
                       config.source_name));
     }
-    if (config.moe.num_experts < dp->size()) {
-      return invalid_argument(
-          fmt::format("{}: {} routed experts cannot be spread over {} data-parallel ranks",
-                      config.source_name, config.moe.num_experts, dp->size()));
+    if (config.moe.num_experts < expert_size()) {
+      return invalid_argument(fmt::format(
+          "{}: {} routed experts cannot be spread over {} ranks ({} data-parallel x {} "
+          "tensor-parallel)",
+          config.source_name, config.moe.num_experts, expert_size(), dp->size(), size()));
     }
-    return Status::ok();
+    if (!is_parallel()) return Status::ok();
   }
   if (!is_parallel()) return Status::ok();
   const int n = size();

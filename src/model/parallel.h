@@ -12,12 +12,19 @@
 // MLP / MoE output once per layer (the routed and shared experts' shares together).
 //
 // Data parallelism with expert parallelism (DP attention + EP MoE, DeepSeek's serving layout):
-// each data-parallel rank runs the whole attention on its own sequences, and the routed experts
-// are spread over the `dp` group. Each MoE layer gathers every rank's tokens (padded to the
-// longest rank's count), runs this rank's experts on all of them and reduce-scatters the sums
-// back (the allgather_reducescatter backend), or sends each token only to the ranks that hold
-// its experts (naive); shared experts run on the rank's own tokens.
-// Every rank of the group must then run a forward for every step, with at least one token.
+// each data-parallel replica runs the whole attention on its own sequences, and the routed
+// experts are spread over every rank of every replica. Each MoE layer gathers every rank's tokens
+// (padded to the longest rank's count), runs this rank's experts on all of them and
+// reduce-scatters the sums back (the allgather_reducescatter backend), or sends each token only
+// to the ranks that hold its experts (naive, low_latency); shared experts run on the rank's own
+// tokens. Every rank of the group must then run a forward for every step, with at least one
+// token.
+// With tensor parallelism inside the replicas (vLLM's -dp D -tp T --enable-expert-parallel),
+// replica d's tensor-parallel rank t is expert rank d * T + t, and the `dp` group of rank t is
+// rank t of every replica (a "column"). All ranks of a replica hold its tokens, so each column
+// exchanges tokens only for the experts its own ranks hold; each rank's routed output is then a
+// partial sum, which the tensor-parallel all-reduce after the MoE layer completes (as it does
+// for the shared experts' split).
 #pragma once
 
 #include <cstdint>
@@ -51,8 +58,8 @@ struct ModelParallel {
   Communicator* tp = nullptr;  // the tensor-parallel group; null = one rank. Outlives the model.
   bool expert_parallel = false;
   ExpertPlacement placement = ExpertPlacement::kLinear;
-  // The data-parallel ranks that share the experts; null = none. Tensor parallelism inside a
-  // data-parallel rank is not combined with it yet (tp must be null or of size 1).
+  // The data-parallel ranks that share the experts (with tensor parallelism, this rank's column:
+  // the same tensor-parallel rank of every replica); null = none.
   Communicator* dp = nullptr;
   All2AllBackend all2all = All2AllBackend::kAllGatherReduceScatter;
 
@@ -60,11 +67,15 @@ struct ModelParallel {
   int size() const { return tp != nullptr ? tp->size() : 1; }
   bool is_parallel() const { return size() > 1; }
   bool is_data_parallel() const { return dp != nullptr && dp->size() > 1; }
-  // The ranks the routed experts are spread over: the dp group, else the tp group.
-  int expert_rank() const { return is_data_parallel() ? dp->rank() : rank(); }
-  int expert_size() const { return is_data_parallel() ? dp->size() : size(); }
+  // The ranks the routed experts are spread over: every rank of every data-parallel replica
+  // (replica-major), else the tp group.
+  int expert_rank() const { return is_data_parallel() ? dp->rank() * size() + rank() : rank(); }
+  int expert_size() const { return is_data_parallel() ? dp->size() * size() : size(); }
   // The expert rank that holds routed expert `e` of `num_experts`.
   int expert_owner(int64_t e, int64_t num_experts) const;
+  // Data parallel: the rank of the dp group (this column) that holds routed expert `e`, or -1
+  // when another column holds it.
+  int exchange_owner(int64_t e, int64_t num_experts) const;
   // Whether routed expert `e` of `num_experts` lives on this rank.
   bool owns_expert(int64_t e, int64_t num_experts) const;
   // The KV heads this rank holds: [start, start + length).

@@ -323,12 +323,15 @@ await checks.run('a client that disconnects mid-stream frees its KV blocks', asy
 
 // Parallelism on the CPU: two tensor-parallel ranks as threads over the in-process
 // communicator, two data-parallel replicas behind the balancer, or two that share their experts
-// (DP attention + EP MoE, stepping together, with either token exchange). Dummy weights on the
-// CPU are the whole model's slices, so each server must answer like the single-rank one. Not run
-// with --device cuda: tensor parallelism there needs two GPUs and data parallelism is CPU-only.
+// (DP attention + EP MoE, stepping together, with each token exchange; the last with two
+// tensor-parallel ranks per replica). Dummy weights on the CPU are the whole model's slices, so
+// each server must answer like the single-rank one. Not run with --device cuda: these layouts
+// need several GPUs there.
 if (args.device !== 'cuda') {
   for (const flags of [['-tp', '2'], ['-dp', '2'], ['-dp', '2', '--enable-expert-parallel'],
-                       ['-dp', '2', '--enable-expert-parallel', '--all2all-backend', 'naive']]) {
+                       ['-dp', '2', '--enable-expert-parallel', '--all2all-backend', 'naive'],
+                       ['-dp', '2', '-tp', '2', '--enable-expert-parallel', '--all2all-backend',
+                        'low_latency']]) {
     await checks.run(`${flags.join(' ')} answers like one rank`, async () => {
       const other = await startServer(args.locus, modelDir, [
         '--api-key', API_KEY, '--max-model-len', '256', '--max-num-seqs', '8', '--cpu-openblas',

@@ -153,14 +153,17 @@ TEST(EngineDataParallel, SharedExpertsStepTogether) {
   struct Case {
     std::string fixture;
     std::string all2all;
+    int tp = 1;  // tensor-parallel ranks inside each replica
   };
   for (const Case& c :
        {Case{"qwen3-moe", "auto"}, Case{"deepseek-v3", "auto"}, Case{"qwen3-moe", "naive"},
-        Case{"deepseek-v3", "naive"}, Case{"qwen3-moe", "low_latency"}}) {
-    const std::string where = c.fixture + " --all2all-backend " + c.all2all;
+        Case{"deepseek-v3", "naive"}, Case{"qwen3-moe", "low_latency"},
+        Case{"qwen3-moe", "auto", 2}, Case{"deepseek-v3", "low_latency", 2}}) {
+    const std::string where =
+        c.fixture + " --all2all-backend " + c.all2all + " -tp " + std::to_string(c.tp);
     const testing::Goldens g = goldens(c.fixture);
     ASSERT_GE(g.prompts.size(), 3u);
-    ModelEngineOptions o = options(c.fixture, 1, true);
+    ModelEngineOptions o = options(c.fixture, c.tp, true);
     o.data_parallel_size = 2;
     o.all2all_backend = c.all2all;
     auto me = open_model_engine(o);
@@ -224,10 +227,11 @@ TEST(EngineParallelOptions, WhatCannotRunSaysWhy) {
     EXPECT_EQ(me.status().code(), code) << me.status().to_string();
     EXPECT_NE(me.status().message().find(text), std::string::npos) << me.status().message();
   };
-  ModelEngineOptions dp_ep = options("qwen3-moe", 2, true);
-  dp_ep.data_parallel_size = 2;
-  expect_error(dp_ep, ErrorCode::kUnsupported,
-               "--tensor-parallel-size 2 inside --data-parallel-size 2 replicas");
+  // 8 experts cannot spread over 4 replicas x 4 ranks.
+  ModelEngineOptions dp_ep = options("qwen3-moe", 4, true);
+  dp_ep.data_parallel_size = 4;
+  expect_error(dp_ep, ErrorCode::kInvalidArgument,
+               "routed experts cannot be spread over 16 ranks (4 data-parallel x 4");
 
   ModelEngineOptions tp_ll = options("qwen3-moe", 2, true);
   tp_ll.all2all_backend = "low_latency";

@@ -171,11 +171,14 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelForward, ::testing::ValuesIn(cases())
 // ranks step together: one whole-prompt prefill, then one decode step per token. Both exchanges
 // (--all2all-backend): every token to every rank, or each token only to its experts' ranks
 // (planned on the host, or in fixed blocks planned by the backend).
+// With `tp` > 1 each replica is a tensor-parallel group and the experts spread over all
+// ranks x tp ranks; every rank of a replica must return the replica's logits.
 struct DpCase {
   std::string fixture;
   int ranks = 2;
   All2AllBackend all2all = All2AllBackend::kAllGatherReduceScatter;
   ExpertPlacement placement = ExpertPlacement::kLinear;
+  int tp = 1;
 };
 
 class DataParallelForward : public ::testing::TestWithParam<DpCase> {};
@@ -195,26 +198,45 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
   ASSERT_TRUE(one.has_value()) << one.status().to_string();
   const Outputs want = run(**one, g);
 
-  auto group = FakeGroup::create(ranks, std::chrono::seconds(60));
+  const int tp = GetParam().tp;
+  // columns[t]: rank t of every replica (the expert exchange); replicas[d]: replica d's ranks.
+  std::vector<std::shared_ptr<FakeGroup>> columns;
+  for (int t = 0; t < tp; ++t)
+    columns.push_back(FakeGroup::create(ranks, std::chrono::seconds(60)));
+  std::vector<std::shared_ptr<FakeGroup>> replicas;
+  for (int r = 0; r < ranks; ++r)
+    replicas.push_back(FakeGroup::create(tp, std::chrono::seconds(60)));
+  auto abort_all = [&](const std::string& why) {
+    for (auto& c : columns)
+      c->abort(why);
+    for (auto& c : replicas)
+      c->abort(why);
+  };
   std::vector<std::vector<size_t>> mine(static_cast<size_t>(ranks));
   for (size_t i = 0; i < g.prompts.size(); ++i)
     mine[i % static_cast<size_t>(ranks)].push_back(i);
-  std::vector<Outputs> got(static_cast<size_t>(ranks));
-  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  // Replica r's rank t at r * tp + t.
+  const auto world = static_cast<size_t>(ranks * tp);
+  std::vector<Outputs> got(world);
+  std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      auto comm = group->communicator(r);
+  for (int w = 0; w < ranks * tp; ++w) {
+    threads.emplace_back([&, w] {
+      const int r = w / tp;
+      const int t = w % tp;
+      auto comm = columns[static_cast<size_t>(t)]->communicator(r);
+      auto tp_comm = replicas[static_cast<size_t>(r)]->communicator(t);
       CpuBackend backend;
       ModelParallel parallel;
+      if (tp > 1) parallel.tp = tp_comm.get();
       parallel.expert_parallel = true;
       parallel.dp = comm.get();
       parallel.all2all = GetParam().all2all;
       parallel.placement = GetParam().placement;
       auto model = Model::load(config, weights, backend, parallel);
       if (!model) {
-        errors[static_cast<size_t>(r)] = model.status().to_string();
-        group->abort("rank " + std::to_string(r) + " failed to load");
+        errors[static_cast<size_t>(w)] = model.status().to_string();
+        abort_all("rank " + std::to_string(w) + " failed to load");
         return;
       }
       testing::Goldens own;
@@ -226,7 +248,7 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       for (size_t i = 0; i < g.prompts.size(); ++i)
         longest = std::max(longest, g.prompts[i].size() + g.greedy[i].size());
       testing::Driver driver{**model, 16, static_cast<int64_t>(longest)};
-      Outputs& o = got[static_cast<size_t>(r)];
+      Outputs& o = got[static_cast<size_t>(w)];
       o.batched = driver.prefill_logits(own.prompts, 0);
       o.greedy =
           driver.greedy(own.prompts, static_cast<int64_t>(g.greedy[0].size()), &o.greedy_logits);
@@ -235,9 +257,10 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
   for (auto& t : threads)
     t.join();
   double worst = 0.0;
-  for (int r = 0; r < ranks; ++r) {
-    ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-    const Outputs& o = got[static_cast<size_t>(r)];
+  for (int w = 0; w < ranks * tp; ++w) {
+    const int r = w / tp;
+    ASSERT_EQ(errors[static_cast<size_t>(w)], "") << "rank " << w;
+    const Outputs& o = got[static_cast<size_t>(w)];
     const auto& idx = mine[static_cast<size_t>(r)];
     ASSERT_EQ(o.batched.size(), idx.size()) << "rank " << r;
     ASSERT_EQ(o.greedy.size(), idx.size()) << "rank " << r;
@@ -251,8 +274,8 @@ TEST_P(DataParallelForward, EachRankMatchesOneRankOnItsPrompts) {
       EXPECT_EQ(o.greedy[j], g.greedy[i]) << "rank " << r << " prompt " << i;
     }
   }
-  std::printf("[parallel] %-16s dp%d+ep %-23s logits rel L2 vs one rank: %.2e\n", fixture.c_str(),
-              ranks, all2all_backend_name(GetParam().all2all), worst);
+  std::printf("[parallel] %-16s dp%d tp%d +ep %-23s logits rel L2 vs one rank: %.2e\n",
+              fixture.c_str(), ranks, tp, all2all_backend_name(GetParam().all2all), worst);
 }
 
 std::vector<DpCase> dp_cases() {
@@ -267,6 +290,14 @@ std::vector<DpCase> dp_cases() {
   }
   out.push_back({"qwen3-moe", 3, All2AllBackend::kNaive, ExpertPlacement::kRoundRobin});
   out.push_back({"qwen3-moe", 3, All2AllBackend::kLowLatency, ExpertPlacement::kRoundRobin});
+  // Tensor parallelism inside the replicas: each column exchanges only its own ranks' experts.
+  for (All2AllBackend a2a : {All2AllBackend::kAllGatherReduceScatter, All2AllBackend::kNaive,
+                             All2AllBackend::kLowLatency}) {
+    out.push_back({"qwen3-moe", 2, a2a, ExpertPlacement::kLinear, 2});
+    out.push_back({"deepseek-v3", 2, a2a, ExpertPlacement::kLinear, 2});
+  }
+  out.push_back({"minimax-m2", 2, All2AllBackend::kNaive, ExpertPlacement::kRoundRobin, 2});
+  out.push_back({"kimi-k2", 2, All2AllBackend::kLowLatency, ExpertPlacement::kRoundRobin, 2});
   return out;
 }
 
@@ -275,6 +306,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DataParallelForward, ::testing::ValuesIn(dp_c
                            const DpCase& c = param_info.param;
                            std::string n =
                                c.fixture + "_dp" + std::to_string(c.ranks) +
+                               (c.tp > 1 ? "_tp" + std::to_string(c.tp) : "") +
                                (c.all2all == All2AllBackend::kNaive        ? "_naive"
                                 : c.all2all == All2AllBackend::kLowLatency ? "_low_latency"
                                                                            : "") +
@@ -320,6 +352,45 @@ TEST(ModelParallel, ExpertPlacementCoversEveryExpertOnce) {
       }
     }
   }
+  // Data-parallel replicas of tensor-parallel ranks: replica d's rank t is expert rank
+  // d * tp + t, and its column's exchange sends expert e to the replica that holds it within
+  // the column, or nowhere when another column holds it.
+  for (ExpertPlacement placement : {ExpertPlacement::kLinear, ExpertPlacement::kRoundRobin}) {
+    constexpr int kDp = 2;
+    constexpr int kTp = 2;
+    const int64_t experts = 10;
+    std::vector<std::shared_ptr<FakeGroup>> columns;
+    std::vector<std::shared_ptr<FakeGroup>> replicas;
+    for (int i = 0; i < 2; ++i) {
+      columns.push_back(FakeGroup::create(kDp));
+      replicas.push_back(FakeGroup::create(kTp));
+    }
+    std::vector<int> owner(experts, -1);
+    for (int d = 0; d < kDp; ++d) {
+      for (int t = 0; t < kTp; ++t) {
+        auto dp = columns[static_cast<size_t>(t)]->communicator(d);
+        auto tp = replicas[static_cast<size_t>(d)]->communicator(t);
+        ModelParallel p{tp.get(), true, placement, dp.get()};
+        EXPECT_EQ(p.expert_rank(), d * kTp + t);
+        EXPECT_EQ(p.expert_size(), kDp * kTp);
+        for (int64_t e = 0; e < experts; ++e) {
+          const int in_column = p.exchange_owner(e, experts);
+          const int holder = p.expert_owner(e, experts);
+          EXPECT_EQ(in_column, holder % kTp == t ? holder / kTp : -1) << e;
+          if (!p.owns_expert(e, experts)) continue;
+          EXPECT_EQ(in_column, d) << e;
+          EXPECT_EQ(owner[static_cast<size_t>(e)], -1) << "expert " << e << " on two ranks";
+          owner[static_cast<size_t>(e)] = d * kTp + t;
+        }
+      }
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      EXPECT_GE(owner[static_cast<size_t>(e)], 0) << "expert " << e << " on no rank";
+    if (placement == ExpertPlacement::kRoundRobin) {
+      EXPECT_EQ(owner, (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1}));
+    }
+  }
+
   EXPECT_TRUE(parse_expert_placement("round_robin").has_value());
   EXPECT_FALSE(parse_expert_placement("random").has_value());
   EXPECT_EQ(parse_all2all_backend("auto").value(), All2AllBackend::kAllGatherReduceScatter);

@@ -189,7 +189,7 @@ Status CpuBackend::do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& to
   const int32_t* ids = topk_ids.data<int32_t>();
   const int32_t* owner = expert_owner.data<int32_t>();
   for (int64_t e = 0; e < experts; ++e) {
-    if (owner[e] < 0 || owner[e] >= ranks) {
+    if (owner[e] < -1 || owner[e] >= ranks) {
       return out_of_range(fmt::format("moe_dispatch_plan: expert {} is owned by rank {} of {}", e,
                                       owner[e], ranks));
     }
@@ -208,7 +208,7 @@ Status CpuBackend::do_moe_dispatch_plan(const Tensor& topk_ids, const Tensor& to
         return out_of_range(fmt::format(
             "moe_dispatch_plan: token {} is routed to expert {}, outside [0, {})", t, e, experts));
       }
-      goes[static_cast<size_t>(owner[e])] = 1;
+      if (owner[e] >= 0) goes[static_cast<size_t>(owner[e])] = 1;
     }
     for (int64_t r = 0; r < ranks; ++r) {
       if (!goes[static_cast<size_t>(r)]) continue;

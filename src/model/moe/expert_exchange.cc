@@ -119,7 +119,8 @@ class NaiveAllToAll final : public ExpertExchange {
           return internal_error(fmt::format(
               "naive all-to-all: the router chose expert {}, which this layer does not have", e));
         }
-        sends_to[static_cast<size_t>(owner_[static_cast<size_t>(e)])] = 1;
+        const int owner = owner_[static_cast<size_t>(e)];
+        if (owner >= 0) sends_to[static_cast<size_t>(owner)] = 1;
       }
       auto& mine = dests[static_cast<size_t>(t)];
       for (size_t r = 0; r < ranks; ++r) {
@@ -227,7 +228,7 @@ class NaiveAllToAll final : public ExpertExchange {
   }
 
   Communicator& comm_;
-  std::vector<int> owner_;  // expert -> rank
+  std::vector<int> owner_;  // expert -> rank, -1 for another column's
 };
 
 // The low-latency all-to-all: what naive sends, in blocks of a fixed size. Every pair of ranks
@@ -288,7 +289,7 @@ class LowLatencyAllToAll final : public ExpertExchange {
 
  private:
   Communicator& comm_;
-  std::vector<int> owner_;    // expert -> rank
+  std::vector<int> owner_;    // expert -> rank, -1 for another column's
   mutable Tensor owner_dev_;  // the same on the device, uploaded by the first prepare
 };
 
@@ -299,7 +300,7 @@ std::unique_ptr<ExpertExchange> make_expert_exchange(const ModelParallel& parall
   if (parallel.all2all != All2AllBackend::kAllGatherReduceScatter) {
     std::vector<int> owner(static_cast<size_t>(num_experts));
     for (int64_t e = 0; e < num_experts; ++e)
-      owner[static_cast<size_t>(e)] = parallel.expert_owner(e, num_experts);
+      owner[static_cast<size_t>(e)] = parallel.exchange_owner(e, num_experts);
     if (parallel.all2all == All2AllBackend::kLowLatency) {
       return std::make_unique<LowLatencyAllToAll>(*parallel.dp, std::move(owner));
     }
