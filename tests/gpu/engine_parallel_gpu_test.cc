@@ -38,11 +38,12 @@ struct Case {
   int dp = 1;
   bool ep = false;
   std::string all2all = "auto";
+  bool tp_graphs = false;  // --experimental-tp-cuda-graphs
 };
 
 std::string label(const Case& c) {
   std::string s = c.fixture + "_tp" + std::to_string(c.tp) + "_dp" + std::to_string(c.dp) +
-                  (c.ep ? "_ep_" + c.all2all : "");
+                  (c.ep ? "_ep_" + c.all2all : "") + (c.tp_graphs ? "_graphs" : "");
   std::replace(s.begin(), s.end(), '-', '_');
   return s;
 }
@@ -61,6 +62,7 @@ ModelEngineOptions options_for(const Case& c) {
   o.data_parallel_size = c.dp;
   o.enable_expert_parallel = c.ep;
   o.all2all_backend = c.all2all;
+  o.tensor_parallel_cuda_graphs = c.tp_graphs;
   return o;
 }
 
@@ -163,9 +165,10 @@ TEST_P(GpuEngineParallel, GreedyMatchesOneGpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, GpuEngineParallel,
-    ::testing::Values(Case{"qwen3-moe", 2, 1, false}, Case{"qwen3-moe", 2, 1, true},
-                      Case{"deepseek-v3", 2, 1, true}, Case{"qwen3-moe", 1, 2, false},
-                      Case{"qwen3-moe", 1, 2, true, "auto"}, Case{"qwen3-moe", 1, 2, true, "naive"},
+    ::testing::Values(Case{"qwen3-moe", 2, 1, false}, Case{"qwen3-moe", 2, 1, false, "auto", true},
+                      Case{"qwen3-moe", 2, 1, true}, Case{"deepseek-v3", 2, 1, true},
+                      Case{"qwen3-moe", 1, 2, false}, Case{"qwen3-moe", 1, 2, true, "auto"},
+                      Case{"qwen3-moe", 1, 2, true, "naive"},
                       Case{"qwen3-moe", 1, 2, true, "low_latency"},
                       Case{"deepseek-v3", 1, 2, true, "low_latency"}, Case{"qwen3-moe", 4, 1, true},
                       Case{"qwen3-moe", 1, 4, true, "naive"}),

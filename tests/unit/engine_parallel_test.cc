@@ -14,6 +14,7 @@
 #include "engine/lockstep_runner.h"
 #include "engine/model_engine.h"
 #include "engine/parallel_model_runner.h"
+#include "unit/engine_test_util.h"
 #include "unit/forward_test_util.h"
 
 namespace locus {
@@ -37,16 +38,7 @@ SamplingParams greedy_for(const testing::Goldens& g) {
 }
 
 ModelEngineOptions options(const std::string& name, int tp, bool ep) {
-  ModelEngineOptions o;
-  o.model_dir = model_dir(name);
-  o.load_tokenizer = false;
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  o.block_size = 4;
-  o.engine.scheduler.max_model_len = 128;
-  o.engine.scheduler.max_num_batched_tokens = 16;  // prompts prefill in chunks beside decodes
-  o.engine.scheduler.max_num_seqs = 16;
-  o.engine.num_kv_blocks = 512;
+  ModelEngineOptions o = testing::cpu_engine_options(name);
   o.tensor_parallel_size = tp;
   o.enable_expert_parallel = ep;
   return o;

@@ -16,6 +16,7 @@
 #include "engine/batch_codec.h"
 #include "engine/model_engine.h"
 #include "engine/multi_node_runner.h"
+#include "unit/engine_test_util.h"
 #include "unit/forward_test_util.h"
 
 namespace locus {
@@ -218,16 +219,7 @@ TEST(NodeGroup, WaitingEndsWithAMessageThatNamesWhoIsMissing) {
 
 ModelEngineOptions engine_options(const std::string& fixture, int tp, int nnodes, int node_rank,
                                   int port) {
-  ModelEngineOptions o;
-  o.model_dir = std::filesystem::path(LOCUS_TEST_DATA_DIR) / "models" / fixture;
-  o.load_tokenizer = false;
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  o.block_size = 4;
-  o.engine.scheduler.max_model_len = 128;
-  o.engine.scheduler.max_num_batched_tokens = 16;  // prompts prefill in chunks beside decodes
-  o.engine.scheduler.max_num_seqs = 16;
-  o.engine.num_kv_blocks = 512;
+  ModelEngineOptions o = testing::cpu_engine_options(fixture);
   o.tensor_parallel_size = tp;
   o.nnodes = nnodes;
   o.node_rank = node_rank;
