@@ -125,6 +125,12 @@ Expected<LatencyResult> run_latency(ModelEngine& me, const LatencyOptions& o, in
       }
       if (tokens_after > 0) steady.push_back((finish - s0) / tokens_after);
     }
+    int concurrent = 0;
+    for (auto& t : timelines) {
+      std::lock_guard lock(t->mutex);
+      if (t->deltas.back().first >= last_first) ++concurrent;
+    }
+    r.concurrent = r.concurrent == 0 ? concurrent : std::min(r.concurrent, concurrent);
     batch_latency.push_back(end - start);
     throughput.push_back(static_cast<double>(batch_size * o.output_len) / (end - start));
   }

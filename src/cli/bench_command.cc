@@ -118,11 +118,20 @@ int run_latency_command(const LatencyCliOptions& o) {
     auto bytes = bench::decode_step_bytes(me->config, b, o.input_len + o.output_len / 2);
     if (!bytes) return fail(bytes.error());
     const double roof_s = gpu && hbm_gbps > 0 ? bytes->total() / (hbm_gbps * 1e9) : 0.0;
+    // A batch that ran in waves has no steady phase of b sequences: its ratio would compare a
+    // smaller batch's step with b's roofline.
+    const bool fits = r->concurrent >= b;
+    if (!fits) {
+      std::fprintf(stderr,
+                   "batch %d did not fit at once: only %d requests were decoding together (KV "
+                   "cache %d blocks, --max-num-seqs); no roofline ratio\n",
+                   b, r->concurrent, me->num_kv_blocks);
+    }
     fmt::print(
         "{:>6} {:>8.2f}ms {:>8.3f}ms {:>10.3f}ms {:>10.3f}ms {:>8} {:>9.3f}s {:>10.1f} "
         "{:>6}/{}\n",
         b, r->ttft_s.p50 * 1e3, r->tpot_s.p50 * 1e3, r->steady_tpot_s.p50 * 1e3, roof_s * 1e3,
-        roof_s > 0 ? fmt::format("{:.2f}x", r->steady_tpot_s.p50 / roof_s) : "n/a",
+        roof_s > 0 && fits ? fmt::format("{:.2f}x", r->steady_tpot_s.p50 / roof_s) : "n/a",
         r->batch_latency_s.p50, r->output_tokens_per_s, r->graph_steps, r->eager_steps);
     results.push_back({{"batch_size", b},
                        {"ttft_s", to_json(r->ttft_s)},
@@ -132,6 +141,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                        {"output_tokens_per_s", r->output_tokens_per_s},
                        {"graph_steps", r->graph_steps},
                        {"eager_steps", r->eager_steps},
+                       {"concurrent", r->concurrent},
                        {"roofline_s", roof_s},
                        {"roofline_bytes",
                         {{"dense_weights", bytes->dense_weight_bytes},

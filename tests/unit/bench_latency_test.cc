@@ -76,7 +76,13 @@ TEST(BenchLatency, RunsOnAFixtureModel) {
     // The CPU records no graphs; every step of the two measured iterations ran eagerly.
     EXPECT_EQ(r->graph_steps, 0);
     EXPECT_GE(r->eager_steps, 2 * lo.output_len);
+    EXPECT_EQ(r->concurrent, b);  // every request of the batch decoded together
   }
+  // Six requests with room for four run in two waves: the steady phase is the second wave's.
+  auto waves = bench::run_latency(*me, lo, 6);
+  ASSERT_TRUE(waves.has_value()) << waves.status().to_string();
+  EXPECT_GE(waves->concurrent, 1);
+  EXPECT_LE(waves->concurrent, 4);
   me->engine->shutdown();
 }
 
