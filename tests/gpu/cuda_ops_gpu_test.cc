@@ -18,8 +18,10 @@
 #include "unit/ops_test_util.h"
 
 #ifdef LOCUS_HAS_CUDA
+#include "backend/cuda/kernels/elementwise/elementwise_launch.h"
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/runtime/cuda_backend.h"
+#include "gpu/late_writer.h"
 #endif
 
 namespace locus {
@@ -699,6 +701,63 @@ TEST_F(CudaOps, MoeDispatchPlanAndGatherSumRowsMatchTheCpu) {
 
 // The fused q/k-norm + rope + KV write against the CPU's composed form: per-head norm, no norm
 // and the per-layer norm (which the GPU runs composed), neox and interleaved partial rope.
+// The fused q/k-norm + rope + KV-write kernel reads its constants (norm weights, positions,
+// slots, frequencies) before its PDL wait: the same bits as reading them after it, and the QKV
+// rows still only after it. Here the rows arrive 50 us late, from a kernel that lets the rope
+// kernel start at once; the buffer holds NaN until then.
+TEST_F(CudaOps, QkvRopeConstantsBeforeTheWaitSameBits) {
+  const int64_t t = 3, hq = 8, hk = 2, blocks = 2, bs = 4;
+  for (int64_t d : {64, 128}) {
+    for (QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (norm == QkNorm::kNone ? " no norm" : " per head"));
+      QkvSpec s = testing::make_qkv_spec(hq, hk, d, norm);
+      if (norm != QkNorm::kNone) {
+        s.q_norm = gpu_->prepare_weight(random_f32({d}, 8400, 0.5f, 1.5f)).value();
+        s.k_norm = gpu_->prepare_weight(random_f32({d}, 8401, 0.5f, 1.5f)).value();
+      }
+      RopeConfig rc;
+      rc.theta = 1e6;
+      rc.rotary_dim = d / 2;  // partial rotary: the tail is copied
+      const RopeParams p = testing::rope_params_for(rc, 40960, 1.0f);
+      const Tensor qkv = up(random_f32({t, s.width()}, 8402 + static_cast<uint64_t>(d)));
+      const Tensor pos = up_raw(testing::from_i32({7, 900, 30000}, {t}));
+      const Tensor slots = up_raw(testing::from_i64({5, 0, 3}, {t}));
+      std::vector<std::vector<float>> want;
+      for (const bool preload : {false, true}) {
+        cuda::set_rope_preload(preload);
+        Tensor kc = out_bf16({blocks, bs, hk, d});
+        Tensor vc = out_bf16({blocks, bs, hk, d});
+        Tensor q = out_bf16({t, hq, d});
+        Tensor in = qkv;
+        if (preload) {
+          in = out_bf16({t, s.width()});  // NaN until the late writer copies the rows
+          const Tensor rows = up_raw(testing::from_i64({0, 1, 2}, {t}));
+          gpu_test::RowCopy copy{qkv.raw_data(), in.raw_data(), rows.data<int64_t>(),
+                                 static_cast<int>(t), static_cast<size_t>(s.width()) * 2};
+          ASSERT_EQ(gpu_test::launch_late_writer(&copy, 1, 50000, gpu_->stream()), cudaSuccess);
+        }
+        ASSERT_TRUE(gpu_->qkv_norm_rope_write_kv(in, s, pos, p, slots, kc, vc, q).is_ok());
+        const std::vector<std::vector<float>> got = {down(q), down(kc), down(vc)};
+        if (!preload) {
+          want = got;
+          continue;
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          // Bit-equal, NaN included: the unwritten cache rows stay poisoned in both runs.
+          ASSERT_EQ(got[i].size(), want[i].size());
+          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
+              << (i == 0   ? "q"
+                  : i == 1 ? "k cache"
+                           : "v cache");
+        }
+        for (float v : got[0])
+          ASSERT_FALSE(std::isnan(v)) << "q read before the late writer's rows";
+      }
+    }
+  }
+  cuda::set_rope_preload(true);
+}
+
 TEST_F(CudaOps, QkvNormRopeWriteKv) {
   const int64_t t = 6, hq = 8, hk = 2, blocks = 4, bs = 4;
   for (int64_t d : {64, 128}) {

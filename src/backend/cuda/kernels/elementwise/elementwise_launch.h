@@ -111,6 +111,9 @@ struct QkvRopeArgs {
   void* q_out = nullptr;
 };
 // head_dim and v_head_dim: multiples of 2 up to 512; rotary_dim even, <= head_dim.
+// The kernel reads its constants (norm weights, positions, slots, rope frequencies) before its
+// PDL wait; LOCUS_CUDA_ROPE_PRELOAD=0 or set_rope_preload(false) (tests) reads them after it.
+void set_rope_preload(bool on);
 cudaError_t launch_qkv_norm_rope_write_kv(const QkvRopeArgs& args, cudaStream_t stream);
 // MLA: cache[slot] = [latent[t], k_pe[t]] (rank + rope elements per slot).
 cudaError_t launch_write_mla_cache(const void* latent, int64_t latent_stride, int64_t rank,

@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
 #include "backend/cuda/kernels/elementwise/norm_rope_head.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
@@ -16,20 +19,39 @@ using bf16 = __nv_bfloat16;
 constexpr int kWarps = 4;
 constexpr int kMaxHeadDim = 512;
 
+// kPreload: the positions, slots and norm / rope constants are read before pdl_wait (only the
+// QKV projection's output is the previous kernel's); heads up to kNormRopePreDim.
+template <bool kPreload>
 __global__ void __launch_bounds__(kWarps * 32) qkv_norm_rope_write_kv_kernel(QkvRopeArgs a) {
   __shared__ float heads[kWarps][kMaxHeadDim];
   pdl_launch_dependents();  // attention loads its older KV tiles meanwhile
-  pdl_wait();               // every input but the positions comes from the QKV projection
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int64_t t = blockIdx.y;
   const int task = blockIdx.x * kWarps + warp;
   const int hq = a.num_heads, hk = a.num_kv_heads, d = a.head_dim;
-  if (task >= hq + 2 * hk) return;
+  if (task >= hq + 2 * hk) {
+    pdl_wait();  // every CTA waits (pdl.cuh); a warp without a task has nothing else to do
+    return;
+  }
+  const bool is_q = task < hq;
+  const bool is_v = task >= hq + hk;
+  const float* weight = is_q ? a.q_norm : a.k_norm;
+  // Written by the host before the step, so readable before the wait (as attention's metadata).
+  int64_t slot = 0;
+  NormRopeConsts consts{};
+  if constexpr (kPreload) {
+    slot = a.slot_mapping[t];
+    if (!is_v && (is_q || slot >= 0)) {
+      consts = norm_rope_consts(weight, d, static_cast<float>(a.positions[t]), a.inv_freq,
+                                a.rotary_dim, a.attention_factor, lane);
+    }
+  }
+  pdl_wait();  // every input but the positions comes from the QKV projection
+  if constexpr (!kPreload) slot = a.slot_mapping[t];
   const bf16* row = static_cast<const bf16*>(a.qkv) + t * a.qkv_stride;
-  const int64_t slot = a.slot_mapping[t];
 
-  if (task >= hq + hk) {  // v head: a plain copy into the cache
+  if (is_v) {  // v head: a plain copy into the cache
     if (slot < 0) return;
     const int h = task - hq - hk;
     const bf16* src =
@@ -39,19 +61,36 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_norm_rope_write_kv_kernel(Qkv
       dst[c] = src[c];
     return;
   }
-  const bool is_q = task < hq;
   if (!is_q && slot < 0) return;
   const int h = is_q ? task : task - hq;
   const bf16* src = row + static_cast<int64_t>(is_q ? 0 : hq) * d + static_cast<int64_t>(h) * d;
   bf16* dst = is_q ? static_cast<bf16*>(a.q_out) + (t * hq + h) * d
                    : static_cast<bf16*>(a.k_cache) + (slot * hk + h) * d;
-  const float* weight = is_q ? a.q_norm : a.k_norm;
+  if constexpr (kPreload) {
+    norm_rope_head(src, weight != nullptr, consts, a.eps, d, a.rotary_dim, a.neox, heads[warp], dst,
+                   lane);
+  } else {
+    norm_rope_head(src, weight, a.eps, d, static_cast<float>(a.positions[t]), a.inv_freq,
+                   a.rotary_dim, a.attention_factor, a.neox, heads[warp], dst, lane);
+  }
+}
 
-  norm_rope_head(src, weight, a.eps, d, static_cast<float>(a.positions[t]), a.inv_freq,
-                 a.rotary_dim, a.attention_factor, a.neox, heads[warp], dst, lane);
+int g_preload = -1;  // -1: LOCUS_CUDA_ROPE_PRELOAD decides
+
+bool preload_enabled() {
+  if (g_preload >= 0) return g_preload == 1;
+  static const bool on = [] {
+    const char* v = std::getenv("LOCUS_CUDA_ROPE_PRELOAD");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
 }  // namespace
+
+void set_rope_preload(bool on) {
+  g_preload = on ? 1 : 0;
+}
 
 cudaError_t launch_qkv_norm_rope_write_kv(const QkvRopeArgs& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
@@ -63,7 +102,10 @@ cudaError_t launch_qkv_norm_rope_write_kv(const QkvRopeArgs& a, cudaStream_t str
   const int tasks = a.num_heads + 2 * a.num_kv_heads;
   const dim3 grid(static_cast<unsigned>((tasks + kWarps - 1) / kWarps),
                   static_cast<unsigned>(a.tokens));
-  return launch_pdl(qkv_norm_rope_write_kv_kernel, grid, dim3(kWarps * 32), 0, stream, a);
+  const bool preload = a.head_dim <= kNormRopePreDim && preload_enabled();
+  return launch_pdl(
+      preload ? qkv_norm_rope_write_kv_kernel<true> : qkv_norm_rope_write_kv_kernel<false>, grid,
+      dim3(kWarps * 32), 0, stream, a);
 }
 
 }  // namespace locus::cuda
