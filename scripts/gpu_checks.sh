@@ -32,8 +32,8 @@ step() {
 }
 
 for t in nccl_gpu_test parallel_gpu_test engine_parallel_gpu_test cuda_model_gpu_test \
-  cuda_ops_gpu_test moe_gpu_test paged_attention_gpu_test sampling_gpu_test gemv_gpu_test \
-  float_convert_gpu_test; do
+  cuda_ops_gpu_test qkv_rope_gpu_test moe_gpu_test paged_attention_gpu_test sampling_gpu_test \
+  gemv_gpu_test float_convert_gpu_test; do
   step "$t" 600 "$run" "$t"
 done
 [ "$quick" = quick ] && exit 0

@@ -18,10 +18,9 @@
 #include "unit/ops_test_util.h"
 
 #ifdef LOCUS_HAS_CUDA
-#include "backend/cuda/kernels/elementwise/elementwise_launch.h"
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/runtime/cuda_backend.h"
-#include "gpu/late_writer.h"
+#include "gpu/cuda_ops_fixture.h"
 #endif
 
 namespace locus {
@@ -37,111 +36,7 @@ TEST(CudaOps, NeedsCuda) {
 }
 #else
 
-constexpr double kBound = 1e-2;
-
-class CudaOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const DeviceReport report = query_devices();
-    if (report.gpus.empty()) GTEST_SKIP() << "no CUDA GPU: " << report.cuda_unavailable_reason;
-    auto b = CudaBackend::create();
-    ASSERT_TRUE(b.has_value()) << b.status().to_string();
-    gpu_ = std::move(*b);
-  }
-
-  // f32 values rounded through bf16 (what both backends then see).
-  static Tensor bf16_exact(const Tensor& t) {
-    return testing::widen(testing::convert_to(t, DType::kBF16));
-  }
-  Tensor up(const Tensor& f32) {
-    return gpu_->to_device(testing::convert_to(f32, DType::kBF16)).value();
-  }
-  Tensor up_raw(const Tensor& t) { return gpu_->to_device(t).value(); }
-  std::vector<float> down(const Tensor& t) {
-    Tensor h = gpu_->to_host(t).value();
-    return h.dtype() == DType::kF32 ? to_floats(h) : to_floats(testing::widen(h));
-  }
-  Tensor out_bf16(const Dims& shape) {
-    // Poisoned (0xFF bytes = NaN) so an unwritten element fails the comparison.
-    Tensor t = gpu_->empty(shape, DType::kBF16).value();
-    Tensor h = Tensor::empty(shape, DType::kBF16).value();
-    std::memset(h.raw_data(), 0xFF, h.nbytes());
-    EXPECT_TRUE(gpu_->copy_into(h.raw_data(), t, h.nbytes()).is_ok());
-    EXPECT_TRUE(gpu_->synchronize().is_ok());
-    return t;
-  }
-  void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
-                    double bound = kBound) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (float v : got)
-      ASSERT_FALSE(std::isnan(v)) << what << ": NaN (unwritten output?)";
-    const double e = rel_l2(got, want);
-    std::printf("  %-40s rel L2 %.2e\n", what, e);
-    EXPECT_LT(e, bound) << what;
-  }
-
-  // Random bf16 experts [inter, hidden] on both backends; only `held(i)` ones defined (the
-  // others are on another rank).
-  void make_experts(int64_t e, int64_t hidden, int64_t inter, uint64_t seed,
-                    const std::function<bool(int64_t)>& held, std::vector<ExpertWeights>& cpu,
-                    std::vector<ExpertWeights>& gpu) {
-    cpu.assign(static_cast<size_t>(e), {});
-    gpu.assign(static_cast<size_t>(e), {});
-    for (int64_t i = 0; i < e; ++i) {
-      if (!held(i)) continue;
-      ExpertWeights w;
-      w.gate.weight = bf16_exact(random_f32({inter, hidden}, seed + i, -0.1f, 0.1f));
-      w.up.weight = bf16_exact(random_f32({inter, hidden}, seed + 100 + i, -0.1f, 0.1f));
-      w.down.weight = bf16_exact(random_f32({hidden, inter}, seed + 200 + i, -0.1f, 0.1f));
-      cpu[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
-                                     cpu_.prepare_linear(w.up).value(),
-                                     cpu_.prepare_linear(w.down).value()};
-      gpu[static_cast<size_t>(i)] = {gpu_->prepare_linear(w.gate).value(),
-                                     gpu_->prepare_linear(w.up).value(),
-                                     gpu_->prepare_linear(w.down).value()};
-    }
-  }
-
-  // Random f32 logits [t, e] (seed) routed top-k with renormalized softmax weights on the CPU.
-  struct Routed {
-    MoeRouting routing;
-    Tensor logits, ids, weights;
-  };
-  Routed route_on_cpu(int64_t t, int64_t e, int64_t k, uint64_t seed) {
-    Routed out;
-    out.routing.top_k = k;
-    out.routing.renormalize = true;
-    out.logits = random_f32({t, e}, seed, -3.0f, 3.0f);
-    out.ids = Tensor::empty({t, k}, DType::kI32).value();
-    out.weights = Tensor::empty({t, k}, DType::kF32).value();
-    const Status s = cpu_.moe_route(out.logits, Tensor(), out.routing, out.ids, out.weights);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    return out;
-  }
-
-  // t tokens routed top-k over the experts on the CPU, then moe_experts on both backends
-  // compared; the GPU must leave the caller's routing as it was.
-  void compare_moe_experts(int64_t t, int64_t k, int64_t hidden, uint64_t seed,
-                           const std::vector<ExpertWeights>& cpu_experts,
-                           const std::vector<ExpertWeights>& gpu_experts, const char* what) {
-    const Routed routed = route_on_cpu(t, static_cast<int64_t>(cpu_experts.size()), k, seed);
-    const Tensor& ids = routed.ids;
-    const Tensor& wts = routed.weights;
-    Tensor x = bf16_exact(random_f32({t, hidden}, seed + 50));
-    Tensor want = Tensor::empty({t, hidden}, DType::kF32).value();
-    ASSERT_TRUE(cpu_.moe_experts(x, ids, wts, cpu_experts, want).is_ok());
-    Tensor got = out_bf16({t, hidden});
-    Tensor gids = up_raw(ids);
-    const Status s = gpu_->moe_experts(up(x), gids, up_raw(wts), gpu_experts, got);
-    ASSERT_TRUE(s.is_ok()) << s.to_string();
-    expect_close(down(got), to_floats(want), what);
-    Tensor back = gpu_->to_host(gids).value();
-    EXPECT_EQ(std::memcmp(back.raw_data(), ids.raw_data(), ids.nbytes()), 0) << what;
-  }
-
-  CpuBackend cpu_;
-  std::unique_ptr<CudaBackend> gpu_;
-};
+using CudaOps = gpu_test::CudaOpsTest;
 
 TEST_F(CudaOps, LinearBf16AndF32OutputsWithBiasAndStridedInput) {
   for (auto [m, k, n] : {std::tuple{1, 128, 48}, {7, 2048, 768}, {300, 256, 1024}, {64, 96, 4}}) {
@@ -695,118 +590,6 @@ TEST_F(CudaOps, MoeDispatchPlanAndGatherSumRowsMatchTheCpu) {
       Tensor got = out_bf16({t, hidden});
       ASSERT_TRUE(gpu_->gather_sum_rows(up(blocks), gci, got).is_ok());
       expect_close(down(got), to_floats(want), ("gather_sum_rows " + what).c_str());
-    }
-  }
-}
-
-// The fused q/k-norm + rope + KV write against the CPU's composed form: per-head norm, no norm
-// and the per-layer norm (which the GPU runs composed), neox and interleaved partial rope.
-// The fused q/k-norm + rope + KV-write kernel reads its constants (norm weights, positions,
-// slots, frequencies) before its PDL wait: the same bits as reading them after it, and the QKV
-// rows still only after it. Here the rows arrive 50 us late, from a kernel that lets the rope
-// kernel start at once; the buffer holds NaN until then.
-TEST_F(CudaOps, QkvRopeConstantsBeforeTheWaitSameBits) {
-  const int64_t t = 3, hq = 8, hk = 2, blocks = 2, bs = 4;
-  for (int64_t d : {64, 128}) {
-    for (QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone}) {
-      SCOPED_TRACE("d " + std::to_string(d) + (norm == QkNorm::kNone ? " no norm" : " per head"));
-      QkvSpec s = testing::make_qkv_spec(hq, hk, d, norm);
-      if (norm != QkNorm::kNone) {
-        s.q_norm = gpu_->prepare_weight(random_f32({d}, 8400, 0.5f, 1.5f)).value();
-        s.k_norm = gpu_->prepare_weight(random_f32({d}, 8401, 0.5f, 1.5f)).value();
-      }
-      RopeConfig rc;
-      rc.theta = 1e6;
-      rc.rotary_dim = d / 2;  // partial rotary: the tail is copied
-      const RopeParams p = testing::rope_params_for(rc, 40960, 1.0f);
-      const Tensor qkv = up(random_f32({t, s.width()}, 8402 + static_cast<uint64_t>(d)));
-      const Tensor pos = up_raw(testing::from_i32({7, 900, 30000}, {t}));
-      const Tensor slots = up_raw(testing::from_i64({5, 0, 3}, {t}));
-      std::vector<std::vector<float>> want;
-      for (const bool preload : {false, true}) {
-        cuda::set_rope_preload(preload);
-        Tensor kc = out_bf16({blocks, bs, hk, d});
-        Tensor vc = out_bf16({blocks, bs, hk, d});
-        Tensor q = out_bf16({t, hq, d});
-        Tensor in = qkv;
-        if (preload) {
-          in = out_bf16({t, s.width()});  // NaN until the late writer copies the rows
-          const Tensor rows = up_raw(testing::from_i64({0, 1, 2}, {t}));
-          gpu_test::RowCopy copy{qkv.raw_data(), in.raw_data(), rows.data<int64_t>(),
-                                 static_cast<int>(t), static_cast<size_t>(s.width()) * 2};
-          ASSERT_EQ(gpu_test::launch_late_writer(&copy, 1, 50000, gpu_->stream()), cudaSuccess);
-        }
-        ASSERT_TRUE(gpu_->qkv_norm_rope_write_kv(in, s, pos, p, slots, kc, vc, q).is_ok());
-        const std::vector<std::vector<float>> got = {down(q), down(kc), down(vc)};
-        if (!preload) {
-          want = got;
-          continue;
-        }
-        for (size_t i = 0; i < got.size(); ++i) {
-          // Bit-equal, NaN included: the unwritten cache rows stay poisoned in both runs.
-          ASSERT_EQ(got[i].size(), want[i].size());
-          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
-              << (i == 0   ? "q"
-                  : i == 1 ? "k cache"
-                           : "v cache");
-        }
-        for (float v : got[0])
-          ASSERT_FALSE(std::isnan(v)) << "q read before the late writer's rows";
-      }
-    }
-  }
-  cuda::set_rope_preload(true);
-}
-
-TEST_F(CudaOps, QkvNormRopeWriteKv) {
-  const int64_t t = 6, hq = 8, hk = 2, blocks = 4, bs = 4;
-  for (int64_t d : {64, 128}) {
-    for (QkNorm norm : {QkNorm::kPerHead, QkNorm::kNone, QkNorm::kPerLayer}) {
-      for (bool neox : {true, false}) {
-        QkvSpec s = testing::make_qkv_spec(hq, hk, d, norm);
-        const bool per_head = norm == QkNorm::kPerHead;
-        Tensor qn, kn;
-        if (norm != QkNorm::kNone) {
-          qn = random_f32({per_head ? d : hq * d}, 8000, 0.5f, 1.5f);
-          kn = random_f32({per_head ? d : hk * d}, 8001, 0.5f, 1.5f);
-        }
-        RopeConfig rc;
-        rc.theta = 1e6;
-        rc.layout = neox ? RopeLayout::kNeox : RopeLayout::kInterleaved;
-        rc.rotary_dim = neox ? d : d / 2;
-        const RopeParams p = testing::rope_params_for(rc, 40960, neox ? 1.0f : 1.1f);
-        Tensor qkv = bf16_exact(random_f32({t, s.width()}, 8002 + static_cast<uint64_t>(d)));
-        Tensor pos = testing::from_i32({0, 1, 77, 900, 30000, 5}, {t});
-        Tensor slots = testing::from_i64({3, 0, 12, 15, 8, 9}, {t});
-
-        QkvSpec cs = s;
-        cs.q_norm = qn;
-        cs.k_norm = kn;
-        Tensor kc = cpu_.zeros({blocks, bs, hk, d}, DType::kF32).value();
-        Tensor vc = cpu_.zeros({blocks, bs, hk, d}, DType::kF32).value();
-        Tensor want_q = Tensor::empty({t, hq, d}, DType::kF32).value();
-        ASSERT_TRUE(cpu_.qkv_norm_rope_write_kv(qkv, cs, pos, p, slots, kc, vc, want_q).is_ok());
-
-        QkvSpec gs = s;
-        if (norm != QkNorm::kNone) {
-          gs.q_norm = gpu_->prepare_weight(qn).value();
-          gs.k_norm = gpu_->prepare_weight(kn).value();
-        }
-        Tensor gkc = gpu_->zeros({blocks, bs, hk, d}, DType::kBF16).value();
-        Tensor gvc = gpu_->zeros({blocks, bs, hk, d}, DType::kBF16).value();
-        Tensor got_q = out_bf16({t, hq, d});
-        ASSERT_TRUE(gpu_->qkv_norm_rope_write_kv(up(qkv), gs, up_raw(pos), p, up_raw(slots), gkc,
-                                                 gvc, got_q)
-                        .is_ok());
-        const std::string what = std::string("qkv_norm_rope_write_kv d") + std::to_string(d) +
-                                 (norm == QkNorm::kPerHead ? " per-head"
-                                  : norm == QkNorm::kNone  ? " no-norm"
-                                                           : " per-layer") +
-                                 (neox ? " neox" : " interleaved");
-        expect_close(down(got_q), to_floats(want_q), (what + " q").c_str());
-        expect_close(down(gkc), to_floats(kc), (what + " k cache").c_str());
-        expect_close(down(gvc), to_floats(vc), (what + " v cache").c_str());
-      }
     }
   }
 }
