@@ -71,16 +71,27 @@ Expected<Tensor> Ops::prepare_weight(const Tensor& host) {
 // ---- compute ------------------------------------------------------------------------------------
 
 Status Ops::embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) {
-  constexpr std::string_view op = "embedding";
+  LOCUS_RETURN_IF_ERROR(validate_embedding("embedding", table, token_ids, out));
+  return do_embedding(table, token_ids, out);
+}
+
+Status Ops::validate_embedding(std::string_view op, const Tensor& table, const Tensor& token_ids,
+                               const Tensor& out) const {
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "table", table, 2, "[vocab, hidden]"));
   LOCUS_RETURN_IF_ERROR(check_float(op, "table", table));
   LOCUS_RETURN_IF_ERROR(check_contiguous(op, "table", table));
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "token_ids", token_ids, 1, "[tokens]"));
   LOCUS_RETURN_IF_ERROR(check_dtype(op, "token_ids", token_ids, DType::kI32));
   LOCUS_RETURN_IF_ERROR(check_contiguous(op, "token_ids", token_ids));
-  LOCUS_RETURN_IF_ERROR(
-      check_output(op, "out", out, {token_ids.size(0), table.size(1)}, activation_dtype()));
-  return do_embedding(table, token_ids, out);
+  return check_output(op, "out", out, {token_ids.size(0), table.size(1)}, activation_dtype());
+}
+
+Status Ops::embedding_rms_norm(const Tensor& table, const Tensor& token_ids, const Tensor& weight,
+                               float eps, Tensor& residual, Tensor& normed) {
+  constexpr std::string_view op = "embedding_rms_norm";
+  LOCUS_RETURN_IF_ERROR(validate_embedding(op, table, token_ids, residual));
+  LOCUS_RETURN_IF_ERROR(validate_rms_norm(op, residual, weight, eps, normed));
+  return do_embedding_rms_norm(table, token_ids, weight, eps, residual, normed);
 }
 
 Status Ops::linear(const Tensor& x, const LinearWeight& w, Tensor& out) {
@@ -149,7 +160,12 @@ Status Ops::add_rms_norm_merged_linear(const AddRmsNorm& step,
 }
 
 Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  constexpr std::string_view op = "rms_norm";
+  LOCUS_RETURN_IF_ERROR(validate_rms_norm("rms_norm", x, weight, eps, out));
+  return do_rms_norm(x, weight, eps, out);
+}
+
+Status Ops::validate_rms_norm(std::string_view op, const Tensor& x, const Tensor& weight, float eps,
+                              const Tensor& out) const {
   LOCUS_RETURN_IF_ERROR(check_dtype(op, "x", x, activation_dtype()));
   LOCUS_RETURN_IF_ERROR(check_row_view(op, "x", x));
   LOCUS_RETURN_IF_ERROR(check_ndim(op, "weight", weight, 1, "[n]"));
@@ -159,8 +175,7 @@ Status Ops::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& o
                                 x.to_string(), weight.to_string(), x.size(-1), weight.size(0)));
   }
   if (!(eps >= 0.0f)) return fail(op, fmt::format("eps {} must be non-negative", eps));
-  LOCUS_RETURN_IF_ERROR(check_output(op, "out", out, x.shape(), activation_dtype()));
-  return do_rms_norm(x, weight, eps, out);
+  return check_output(op, "out", out, x.shape(), activation_dtype());
 }
 
 Status Ops::sum_squares(const Tensor& x, Tensor& out) {

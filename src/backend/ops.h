@@ -233,6 +233,10 @@ class Ops {
   // ---- compute --------------------------------------------------------------------------------
   // out[t] = table[token_ids[t]]. table [V, hidden], token_ids i32 [T], out [T, hidden].
   Status embedding(const Tensor& table, const Tensor& token_ids, Tensor& out);
+  // embedding(table, token_ids, residual), then rms_norm(residual, weight, eps, normed): how the
+  // first layer's input is made, as one op so a backend can run it as one kernel.
+  Status embedding_rms_norm(const Tensor& table, const Tensor& token_ids, const Tensor& weight,
+                            float eps, Tensor& residual, Tensor& normed);
 
   // out = x W^T + bias with f32 accumulation. x: row view [T, in] (f32, bf16 or f16), out
   // [T, out] in f32 or activation_dtype().
@@ -379,6 +383,10 @@ class Ops {
   Status validate_moe_route(std::string_view op, const Tensor& router_logits,
                             const Tensor& correction_bias, const MoeRouting& routing,
                             const Tensor& topk_ids, const Tensor& topk_weights) const;
+  Status validate_embedding(std::string_view op, const Tensor& table, const Tensor& token_ids,
+                            const Tensor& out) const;
+  Status validate_rms_norm(std::string_view op, const Tensor& x, const Tensor& weight, float eps,
+                           const Tensor& out) const;
   Status validate_qkv_norm_rope_write_kv(std::string_view op, const Tensor& qkv,
                                          const QkvSpec& spec, const Tensor& positions,
                                          const RopeParams& rope, const Tensor& slot_mapping,
@@ -414,6 +422,9 @@ class Ops {
   // fused kernels where those pay.
   virtual Status do_merged_linear(const Tensor& x, std::span<const LinearWeight* const> parts,
                                   Tensor& out);
+  virtual Status do_embedding_rms_norm(const Tensor& table, const Tensor& token_ids,
+                                       const Tensor& weight, float eps, Tensor& residual,
+                                       Tensor& normed);
   virtual Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
                                            const Tensor& positions, const RopeParams& rope,
                                            const Tensor& slot_mapping, Tensor& k_cache,

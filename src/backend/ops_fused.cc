@@ -20,6 +20,13 @@ Status Ops::do_merged_linear(const Tensor& x, std::span<const LinearWeight* cons
   return Status::ok();
 }
 
+Status Ops::do_embedding_rms_norm(const Tensor& table, const Tensor& token_ids,
+                                  const Tensor& weight, float eps, Tensor& residual,
+                                  Tensor& normed) {
+  LOCUS_RETURN_IF_ERROR(embedding(table, token_ids, residual));
+  return rms_norm(residual, weight, eps, normed);
+}
+
 Status Ops::do_moe_router(const Tensor& x, const LinearWeight& router,
                           const Tensor& correction_bias, const MoeRouting& routing,
                           Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {

@@ -73,6 +73,7 @@ DeviceBatch DecodeGraphs::view_for(int b, int64_t seq_bound) const {
   d.token_ids = view(l.tokens, {b}, DType::kI32);
   d.positions = view(l.positions, {b}, DType::kI32);
   d.logits_indices = view(l.logits, {b}, DType::kI32);
+  d.logits_all_rows = true;  // can_run() admits only these
   d.attention.block_size = cache_.block_size;
   d.attention.query_start_loc = view(l.qsl, {b + 1}, DType::kI32);
   d.attention.seq_lens = view(l.seq_lens, {b}, DType::kI32);

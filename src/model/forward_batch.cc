@@ -99,6 +99,9 @@ Expected<DeviceBatch> upload_forward_batch(Ops& ops, const ForwardBatch& b) {
   LOCUS_ASSIGN_OR_RETURN(out.token_ids, ops.to_device(ids));
   LOCUS_ASSIGN_OR_RETURN(out.positions, ops.to_device(positions));
   LOCUS_ASSIGN_OR_RETURN(out.logits_indices, ops.to_device(logits));
+  out.logits_all_rows = static_cast<int64_t>(b.logits_indices.size()) == tokens;
+  for (size_t i = 0; out.logits_all_rows && i < b.logits_indices.size(); ++i)
+    out.logits_all_rows = b.logits_indices[i] == static_cast<int32_t>(i);
   out.attention.block_size = b.block_size;
   out.dp_max_tokens = b.dp_max_tokens;
   for (int64_t s = 0; s < seqs; ++s) {

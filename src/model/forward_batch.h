@@ -42,6 +42,8 @@ struct DeviceBatch {
   Tensor token_ids;       // i32 [T]
   Tensor positions;       // i32 [T]
   Tensor logits_indices;  // i32 [n]
+  // logits_indices is 0, 1, ..., T - 1 (every decode step): the forward skips the row gather.
+  bool logits_all_rows = false;
   AttentionMetadata attention;
   int64_t dp_max_tokens = 0;  // ForwardBatch::dp_max_tokens
 };

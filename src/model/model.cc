@@ -205,10 +205,10 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   // router) where the backend can fuse them. Such a step reads one residual buffer and writes
   // the other (AddRmsNorm), so the stream alternates between `residual` and `spare`.
   LOCUS_ASSIGN_OR_RETURN(Tensor residual, ops_.empty({tokens, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops_.embedding(embed_tokens_, device.token_ids, residual));
   LOCUS_ASSIGN_OR_RETURN(Tensor spare, ops_.empty({tokens, hidden}, dtype));
   LOCUS_ASSIGN_OR_RETURN(Tensor normed, ops_.empty({tokens, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops_.rms_norm(residual, layers_.front().input_norm, eps_, normed));
+  LOCUS_RETURN_IF_ERROR(ops_.embedding_rms_norm(
+      embed_tokens_, device.token_ids, layers_.front().input_norm, eps_, residual, normed));
   auto step = [&](const Tensor& delta, const Tensor& weight) {
     return AddRmsNorm{residual, delta, weight, eps_, spare, normed};
   };
@@ -240,8 +240,11 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm(residual, pending, final_norm_, eps_, normed));
 
   const int64_t rows = device.logits_indices.numel();
-  LOCUS_ASSIGN_OR_RETURN(Tensor selected, ops_.empty({rows, hidden}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops_.gather_rows(normed, device.logits_indices, selected));
+  Tensor selected = normed;
+  if (!device.logits_all_rows) {
+    LOCUS_ASSIGN_OR_RETURN(selected, ops_.empty({rows, hidden}, dtype));
+    LOCUS_RETURN_IF_ERROR(ops_.gather_rows(normed, device.logits_indices, selected));
+  }
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops_.empty({rows, config_.vocab_size}, DType::kF32));
   if (!parallel_.is_parallel()) {
     LOCUS_RETURN_IF_ERROR(ops_.linear(selected, lm_head_, logits));

@@ -161,6 +161,27 @@ TEST_F(CudaOps, NormsRopeActivationsAndGathers) {
   expect_close(down(got_e), to_floats(want_e), "embedding");
 }
 
+// The first layer's input as one op: residual is exactly the gathered table rows, normed is
+// rms_norm's output (the vectorized kernel at hidden 2048, embedding + rms_norm at 200).
+TEST_F(CudaOps, EmbeddingRmsNormEqualsTheTwoOps) {
+  for (int64_t hidden : {2048, 200}) {
+    Tensor table = bf16_exact(random_f32({1000, hidden}, 21));
+    Tensor wn = random_f32({hidden}, 22, 0.5f, 1.5f);
+    Tensor ids = testing::from_i32({999, 0, 3, 3, 512, 7, 123}, {7});
+    Tensor want_r = Tensor::empty({7, hidden}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.embedding(table, ids, want_r).is_ok());
+    Tensor want_n = Tensor::empty({7, hidden}, DType::kF32).value();
+    ASSERT_TRUE(cpu_.rms_norm(want_r, wn, 1e-6f, want_n).is_ok());
+    Tensor got_r = out_bf16({7, hidden});
+    Tensor got_n = out_bf16({7, hidden});
+    ASSERT_TRUE(gpu_->embedding_rms_norm(gpu_->prepare_weight(table).value(), up_raw(ids),
+                                         gpu_->prepare_weight(wn).value(), 1e-6f, got_r, got_n)
+                    .is_ok());
+    EXPECT_EQ(down(got_r), to_floats(want_r)) << "hidden " << hidden << ": residual";
+    expect_close(down(got_n), to_floats(want_n), "embedding_rms_norm normed");
+  }
+}
+
 // Paged GQA attention through the Ops layer (cache write + attention), mixed decode and
 // prefill, scattered blocks; then MLA (absorbed on the GPU, expanded on the CPU).
 TEST_F(CudaOps, PagedAttentionAndMla) {

@@ -324,6 +324,78 @@ TEST(GpuSampling, MixedRowsAndRowStride) {
   }
 }
 
+// The split argmax (launch_argmax_rows): the same tokens as the CPU's argmax, on row strides
+// that leave rows unaligned to 16 bytes, ties and NaNs placed on and across slice boundaries,
+// and launch after launch on the same counters (the last CTA of each row must reset its own).
+TEST(GpuSampling, SplitArgmaxMatchesArgmax) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4321);
+  constexpr int kMaxRows = 9;
+  DeviceBuffer d_counters(kMaxRows * sizeof(int32_t));
+  CUDA_ASSERT(cudaMemset(d_counters.as<void>(), 0, kMaxRows * sizeof(int32_t)));
+  for (int vocab : {1, 3, 4096, 4097, 8191, 32003, 151936}) {
+    for (int64_t pad : {0, 1, 3}) {
+      const int rows = 1 + static_cast<int>((vocab + pad) % kMaxRows);
+      const int64_t ld = vocab + pad;
+      std::vector<std::vector<float>> values;
+      std::uniform_int_distribution<int> pick(0, vocab - 1);
+      for (int r = 0; r < rows; ++r) {
+        values.push_back(r % 2 == 0 ? quantized_row(vocab, rng) : random_row(vocab, rng, 3.0f));
+        std::vector<float>& row = values.back();
+        switch (r % 5) {
+          case 1:  // ties at the maximum, one of them at a slice's first or last entry
+            for (int j = 0; j < 4; ++j)
+              row[static_cast<size_t>(pick(rng))] = 40.0f;
+            row[static_cast<size_t>(std::min(vocab - 1, 4096))] = 40.0f;
+            row[static_cast<size_t>(std::min(vocab - 1, 4095))] = 40.0f;
+            break;
+          case 2:  // NaNs never win, -inf everywhere else but one finite entry
+            std::fill(row.begin(), row.end(), kNegInf);
+            for (int j = 0; j < vocab / 2; ++j)
+              row[static_cast<size_t>(pick(rng))] = std::numeric_limits<float>::quiet_NaN();
+            row[0] = kNegInf;  // the CPU's argmax starts from entry 0, NaN or not
+            row[static_cast<size_t>(vocab - 1)] = -3.0f;
+            break;
+          case 3:  // all NaN: token 0, as on the CPU
+            std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+            break;
+          case 4:  // all -inf: the lowest id
+            std::fill(row.begin(), row.end(), kNegInf);
+            break;
+          default:
+            break;
+        }
+      }
+      std::vector<float> logits(static_cast<size_t>(rows) * static_cast<size_t>(ld), 1e30f);
+      for (int r = 0; r < rows; ++r)
+        std::copy(values[static_cast<size_t>(r)].begin(), values[static_cast<size_t>(r)].end(),
+                  logits.begin() + r * ld);
+      DeviceBuffer d_logits(logits.size() * sizeof(float));
+      DeviceBuffer d_partials(cuda::argmax_rows_partials_bytes(rows, vocab));
+      DeviceBuffer d_out(static_cast<size_t>(rows) * sizeof(int32_t));
+      CUDA_ASSERT(cudaMemcpy(d_logits.as<void>(), logits.data(), logits.size() * sizeof(float),
+                             cudaMemcpyHostToDevice));
+      for (int launch = 0; launch < 2; ++launch) {
+        CUDA_ASSERT(cudaMemset(d_out.as<void>(), 0xff, static_cast<size_t>(rows) * 4));
+        CUDA_ASSERT(cuda::launch_argmax_rows(d_logits.as<float>(), ld, rows, vocab,
+                                             d_counters.as<int32_t>(), d_partials.as<void>(),
+                                             d_out.as<int32_t>(), nullptr));
+        CUDA_ASSERT(cudaDeviceSynchronize());
+        std::vector<int32_t> tokens(static_cast<size_t>(rows));
+        CUDA_ASSERT(cudaMemcpy(tokens.data(), d_out.as<void>(), tokens.size() * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost));
+        for (int r = 0; r < rows; ++r)
+          EXPECT_EQ(tokens[static_cast<size_t>(r)], argmax(values[static_cast<size_t>(r)]))
+              << "vocab " << vocab << " ld " << ld << " row " << r << " launch " << launch;
+      }
+    }
+  }
+  std::vector<int32_t> counters(kMaxRows, -1);
+  CUDA_ASSERT(cudaMemcpy(counters.data(), d_counters.as<void>(), kMaxRows * sizeof(int32_t),
+                         cudaMemcpyDeviceToHost));
+  EXPECT_EQ(counters, std::vector<int32_t>(kMaxRows, 0));
+}
+
 #endif  // LOCUS_HAS_CUDA
 
 }  // namespace

@@ -380,6 +380,21 @@ Status CudaBackend::do_embedding(const Tensor& table, const Tensor& token_ids, T
                                                          out.raw_data(), stream_));
 }
 
+Status CudaBackend::do_embedding_rms_norm(const Tensor& table, const Tensor& token_ids,
+                                          const Tensor& weight, float eps, Tensor& residual,
+                                          Tensor& normed) {
+  auto timer = profile("embedding_rms_norm", token_ids.numel(), table.size(1));
+  LOCUS_RETURN_IF_ERROR(need_bf16("embedding_rms_norm", "residual", residual));
+  LOCUS_RETURN_IF_ERROR(need_bf16("embedding_rms_norm", "normed", normed));
+  LOCUS_ASSIGN_OR_RETURN(Tensor t, ensure_device(table, DType::kBF16));
+  LOCUS_ASSIGN_OR_RETURN(Tensor ids, ensure_device(token_ids, DType::kI32));
+  LOCUS_ASSIGN_OR_RETURN(Tensor wt, ensure_device(weight, DType::kF32));
+  return cuda_status("embedding_rms_norm",
+                     cuda::launch_embedding_rms_norm(
+                         t.raw_data(), t.size(0), t.size(1), ids.data<int32_t>(), ids.numel(),
+                         wt.data<float>(), eps, residual.raw_data(), normed.raw_data(), stream_));
+}
+
 Status CudaBackend::do_linear(const Tensor& x_in, const LinearWeight& w_in, Tensor& out) {
   auto timer = profile("linear", x_in.size(0), w_in.out_features());
   LOCUS_ASSIGN_OR_RETURN(LinearWeight w, ensure_prepared(w_in));

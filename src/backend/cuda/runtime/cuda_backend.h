@@ -118,6 +118,8 @@ class CudaBackend : public Ops {
   Expected<Tensor> do_prepare_weight(const Tensor& host) override;
 
   Status do_embedding(const Tensor& table, const Tensor& token_ids, Tensor& out) override;
+  Status do_embedding_rms_norm(const Tensor& table, const Tensor& token_ids, const Tensor& weight,
+                               float eps, Tensor& residual, Tensor& normed) override;
   Status do_linear(const Tensor& x, const LinearWeight& w, Tensor& out) override;
   Status do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status do_sum_squares(const Tensor& x, Tensor& out) override;
@@ -249,12 +251,16 @@ class CudaBackend : public Ops {
     Tensor device_params;
     Tensor device_tokens;
     Tensor workspace;
+    Tensor argmax_counters;  // i32 [capacity_rows], zeroed at allocation (launch_argmax_rows)
+    Tensor argmax_partials;
     ~SamplingBuffers() {
       if (host_params != nullptr) cudaFreeHost(host_params);
       if (host_tokens != nullptr) cudaFreeHost(host_tokens);
     }
   };
   std::unique_ptr<SamplingBuffers> sampling_;
+  // The sampled tokens (sampling_->device_tokens) to `tokens`: the one synchronization.
+  Status copy_tokens_back(std::span<int32_t> tokens);
 };
 
 }  // namespace locus

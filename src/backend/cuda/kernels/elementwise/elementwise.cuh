@@ -180,6 +180,44 @@ __global__ void add_rms_norm_vec_kernel(const bf16* residual, const bf16* x, int
   *reinterpret_cast<uint4*>(out + base) = out_bits;
 }
 
+// embedding + rms_norm for rows of n = 8 * blockDim.x elements (the first layer's input): each
+// thread gathers 8 elements of its token's table row with one 16-byte load, writes them to
+// residual and normalizes them. Same per-element arithmetic as rms_norm_kernel; only the order
+// of the sum of squares differs. Ids outside the table give zero rows, as in gather_rows_kernel.
+__global__ void embedding_rms_norm_vec_kernel(const bf16* table, int64_t table_rows,
+                                              const int32_t* ids, int64_t n, const float* weight,
+                                              float eps, bf16* residual, bf16* out) {
+  pdl_launch_dependents();
+  const int32_t id = ids[blockIdx.x];
+  const int64_t c = threadIdx.x * 8;
+  const float4 w0 = reinterpret_cast<const float4*>(weight)[threadIdx.x * 2];
+  const float4 w1 = reinterpret_cast<const float4*>(weight)[threadIdx.x * 2 + 1];
+  const uint4 xv = id >= 0 && id < table_rows
+                       ? *reinterpret_cast<const uint4*>(table + static_cast<int64_t>(id) * n + c)
+                       : make_uint4(0, 0, 0, 0);
+  const int64_t base = blockIdx.x * n + c;
+  *reinterpret_cast<uint4*>(residual + base) = xv;
+  const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+  float v[8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(x2[i]);
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+    ss += f.x * f.x;
+    ss += f.y * f.y;
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
+  const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint4 out_bits;
+  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    o2[i] = __floats2bfloat162_rn(v[2 * i] * inv * w[2 * i], v[2 * i + 1] * inv * w[2 * i + 1]);
+  *reinterpret_cast<uint4*>(out + base) = out_bits;
+}
+
 __global__ void rope_kernel(bf16* x, int64_t tokens, int64_t heads, int64_t stride_token,
                             int64_t stride_head, const int32_t* positions, const float* inv_freq,
                             int half, float attention_factor, bool neox) {

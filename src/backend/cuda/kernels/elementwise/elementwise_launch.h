@@ -26,6 +26,12 @@ struct RowView {
 // give zero rows rather than a fault: the Ops layer checks ids on the host where it can).
 cudaError_t launch_embedding(const void* table, int64_t table_rows, int64_t n, size_t elem_bytes,
                              const int32_t* ids, int64_t num_ids, void* out, cudaStream_t stream);
+// residual[t] = table[ids[t]] (bf16 rows of n, ids as in launch_embedding); out =
+// rms_norm(residual) * weight. One kernel where n is a multiple of 256 up to 8192 and the
+// pointers are 16-byte aligned, else launch_embedding then launch_rms_norm.
+cudaError_t launch_embedding_rms_norm(const void* table, int64_t table_rows, int64_t n,
+                                      const int32_t* ids, int64_t num_ids, const float* weight,
+                                      float eps, void* residual, void* out, cudaStream_t stream);
 // out[i] = x[indices[i]], rows of n elements of elem_bytes, x rows contiguous; index -1 gives
 // a zero row.
 cudaError_t launch_gather_rows(const void* x, int64_t n, size_t elem_bytes, const int32_t* indices,

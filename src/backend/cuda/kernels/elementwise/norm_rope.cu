@@ -21,6 +21,32 @@ cudaError_t launch_rms_norm(const RowView& x, const float* weight, float eps, vo
   return cudaGetLastError();
 }
 
+cudaError_t launch_embedding_rms_norm(const void* table, int64_t table_rows, int64_t n,
+                                      const int32_t* ids, int64_t num_ids, const float* weight,
+                                      float eps, void* residual, void* out, cudaStream_t stream) {
+  if (num_ids == 0) return cudaSuccess;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n % 256 == 0 && n <= 8192 && aligned(table) && aligned(weight) && aligned(residual) &&
+      aligned(out)) {
+    embedding_rms_norm_vec_kernel<<<static_cast<unsigned>(num_ids), static_cast<unsigned>(n / 8), 0,
+                                    stream>>>(static_cast<const bf16*>(table), table_rows, ids, n,
+                                              weight, eps, static_cast<bf16*>(residual),
+                                              static_cast<bf16*>(out));
+    return cudaGetLastError();
+  }
+  const cudaError_t err =
+      launch_embedding(table, table_rows, n, sizeof(bf16), ids, num_ids, residual, stream);
+  if (err != cudaSuccess) return err;
+  RowView x;
+  x.data = residual;
+  x.dim0 = num_ids;
+  x.dim1 = 1;
+  x.stride0 = n;
+  x.stride1 = 0;
+  x.n = n;
+  return launch_rms_norm(x, weight, eps, out, stream);
+}
+
 cudaError_t launch_sum_squares(const RowView& x, float* out, cudaStream_t stream) {
   if (x.dim0 == 0) return cudaSuccess;
   sum_squares_kernel<<<static_cast<unsigned>(x.dim0), norm_threads(x.n), 0, stream>>>(x, out);

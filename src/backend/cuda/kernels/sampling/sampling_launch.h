@@ -31,4 +31,12 @@ cudaError_t launch_sample_rows(const float* logits, int64_t ld, int num_rows, in
                                const SampleRowParams* params, void* workspace, int32_t* out,
                                cudaStream_t stream);
 
+// Rows that are all greedy: the same tokens as launch_sample_rows, each row's argmax split over
+// ceil(vocab / 4096) CTAs so that a few rows still use the whole GPU. counters: num_rows ints,
+// zero before the first launch and left zero by each; partials: argmax_rows_partials_bytes.
+// No host synchronization; capturable.
+size_t argmax_rows_partials_bytes(int num_rows, int vocab);
+cudaError_t launch_argmax_rows(const float* logits, int64_t ld, int num_rows, int vocab,
+                               int* counters, void* partials, int32_t* out, cudaStream_t stream);
+
 }  // namespace locus::cuda
