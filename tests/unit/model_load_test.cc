@@ -13,6 +13,7 @@
 #include "model/model_registry.h"
 #include "unit/forward_test_util.h"
 #include "unit/model_test_configs.h"
+#include "unit/ops_test_util.h"
 
 namespace locus {
 namespace {
@@ -189,6 +190,42 @@ TEST(ForwardBatch, InconsistentBatchesAreRejected) {
   r = model->forward(bad_token, cache);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("token id 97"), std::string::npos) << r.status().message();
+}
+
+// Logits of every row (a decode step's shape) skip the row gather: the upload says so only for
+// indices 0..T-1, and those logits equal the ones the gather gives row by row (bit for bit with
+// the batch-invariant GEMM, whose rows do not depend on how many there are).
+TEST(ForwardBatch, LogitsOfEveryRowSkipTheGatherWithTheSameValues) {
+  CpuBackend backend(CpuBackendOptions{cpu::GemmEngine::kBatchInvariant, 2, 0});
+  auto model = load_tiny("qwen3_moe", nullptr, backend);
+  ASSERT_NE(model, nullptr);
+  ForwardBatchBuilder builder(4);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(
+      builder.add_sequence(tokens, 0, std::vector<int32_t>{0, 1}, LogitsFor::kAllTokens).is_ok());
+  const ForwardBatch all = std::move(builder).build();
+  ASSERT_EQ(all.logits_indices, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(upload_forward_batch(backend, all).value().logits_all_rows);
+  ForwardBatch some = all;
+  some.logits_indices = {0, 1, 2, 3};
+  EXPECT_FALSE(upload_forward_batch(backend, some).value().logits_all_rows);
+  some.logits_indices = {0, 1, 2, 4, 3};
+  EXPECT_FALSE(upload_forward_batch(backend, some).value().logits_all_rows);
+
+  KvCache cache = model->allocate_kv_cache(4, 4).value();
+  const Tensor every = model->forward(all, cache).value();
+  ASSERT_EQ(every.size(0), 5);
+  const int64_t vocab = every.size(1);
+  const std::vector<float> every_values = testing::to_floats(every);
+  for (int32_t row : {4, 0, 2}) {
+    ForwardBatch one = all;
+    one.logits_indices = {row};
+    KvCache fresh = model->allocate_kv_cache(4, 4).value();
+    const std::vector<float> got = testing::to_floats(model->forward(one, fresh).value());
+    const std::vector<float> want(every_values.begin() + row * vocab,
+                                  every_values.begin() + (row + 1) * vocab);
+    EXPECT_EQ(got, want) << "row " << row;
+  }
 }
 
 }  // namespace

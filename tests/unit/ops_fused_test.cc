@@ -1,8 +1,10 @@
 // The fused ops' reference forms on the CPU: merged_linear equals the separate projections side
-// by side, and qkv_norm_rope_write_kv equals rms_norm -> rope -> write_kv_cache run one by one
-// (bit for bit: same arithmetic in the same order). Also the views they rely on: unflatten of
-// a column slice and copy between row views.
+// by side, embedding_rms_norm the embedding then the norm, and qkv_norm_rope_write_kv equals
+// rms_norm -> rope -> write_kv_cache run one by one (bit for bit: same arithmetic in the same
+// order). Also the views they rely on: unflatten of a column slice and copy between row views.
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops_rope.h"
@@ -90,6 +92,36 @@ TEST(OpsFused, MergedLinearEqualsTheSeparateProjections) {
   }
   Tensor narrow = Tensor::empty({t, 47}, DType::kF32).value();
   EXPECT_FALSE(cpu.merged_linear(x, parts, narrow).is_ok()) << "out must be 48 wide";
+}
+
+TEST(OpsFused, EmbeddingRmsNormEqualsTheTwoOps) {
+  CpuBackend cpu;
+  const int64_t vocab = 40, hidden = 24;
+  Tensor table = random_f32({vocab, hidden}, 40);
+  Tensor weight = random_f32({hidden}, 41, 0.5f, 1.5f);
+  Tensor ids = testing::from_i32({39, 0, 7, 7}, {4});
+  Tensor residual = Tensor::empty({4, hidden}, DType::kF32).value();
+  Tensor normed = Tensor::empty({4, hidden}, DType::kF32).value();
+  ASSERT_TRUE(cpu.embedding_rms_norm(table, ids, weight, 1e-6f, residual, normed).is_ok());
+  Tensor want_r = Tensor::empty({4, hidden}, DType::kF32).value();
+  Tensor want_n = Tensor::empty({4, hidden}, DType::kF32).value();
+  ASSERT_TRUE(cpu.embedding(table, ids, want_r).is_ok());
+  ASSERT_TRUE(cpu.rms_norm(want_r, weight, 1e-6f, want_n).is_ok());
+  EXPECT_EQ(to_floats(residual), to_floats(want_r));
+  EXPECT_EQ(to_floats(normed), to_floats(want_n));
+
+  // Bad shapes are errors that name the op and the operand.
+  Tensor short_weight = random_f32({hidden - 1}, 42);
+  const Status bad_weight =
+      cpu.embedding_rms_norm(table, ids, short_weight, 1e-6f, residual, normed);
+  EXPECT_FALSE(bad_weight.is_ok());
+  EXPECT_NE(bad_weight.to_string().find("embedding_rms_norm"), std::string::npos)
+      << bad_weight.to_string();
+  Tensor few_rows = Tensor::empty({3, hidden}, DType::kF32).value();
+  const Status bad_out = cpu.embedding_rms_norm(table, ids, weight, 1e-6f, few_rows, normed);
+  EXPECT_FALSE(bad_out.is_ok());
+  EXPECT_NE(bad_out.to_string().find("embedding_rms_norm"), std::string::npos)
+      << bad_out.to_string();
 }
 
 RopeParams rope_params(int64_t rotary_dim, RopeLayout layout) {
