@@ -138,6 +138,21 @@ __global__ void add_rms_norm_kernel(const bf16* residual, const bf16* x, int64_t
   }
 }
 
+// The end of the vectorized norms (n = 8 * blockDim.x): every thread passes its 8 values (as
+// rounded to bf16), their sum of squares and its 8 weights; the CTA sums the squares and each
+// thread stores its 8 normalized bf16 values at out, rms_norm_kernel's arithmetic per element.
+__device__ inline void store_normalized8(const float (&v)[8], float ss, int64_t n, float eps,
+                                         float4 w0, float4 w1, bf16* out) {
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
+  const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint4 out_bits;
+  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    o2[i] = __floats2bfloat162_rn(v[2 * i] * inv * w[2 * i], v[2 * i + 1] * inv * w[2 * i + 1]);
+  *reinterpret_cast<uint4*>(out) = out_bits;
+}
+
 // add_rms_norm for rows of n = 8 * blockDim.x elements (decode: one short row, where the
 // strided kernel above is all latency): each thread loads its 8 residual, x and weight values
 // with 16-byte loads issued together, then one warp-shuffle + shared-memory reduction.
@@ -170,14 +185,7 @@ __global__ void add_rms_norm_vec_kernel(const bf16* residual, const bf16* x, int
     ss += rounded.y * rounded.y;
   }
   *reinterpret_cast<uint4*>(residual_out + base) = sum_bits;
-  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
-  const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-  uint4 out_bits;
-  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    o2[i] = __floats2bfloat162_rn(v[2 * i] * inv * w[2 * i], v[2 * i + 1] * inv * w[2 * i + 1]);
-  *reinterpret_cast<uint4*>(out + base) = out_bits;
+  store_normalized8(v, ss, n, eps, w0, w1, out + base);
 }
 
 // embedding + rms_norm for rows of n = 8 * blockDim.x elements (the first layer's input): each
@@ -208,14 +216,7 @@ __global__ void embedding_rms_norm_vec_kernel(const bf16* table, int64_t table_r
     ss += f.x * f.x;
     ss += f.y * f.y;
   }
-  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
-  const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-  uint4 out_bits;
-  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out_bits);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    o2[i] = __floats2bfloat162_rn(v[2 * i] * inv * w[2 * i], v[2 * i + 1] * inv * w[2 * i + 1]);
-  *reinterpret_cast<uint4*>(out + base) = out_bits;
+  store_normalized8(v, ss, n, eps, w0, w1, out + base);
 }
 
 __global__ void rope_kernel(bf16* x, int64_t tokens, int64_t heads, int64_t stride_token,
