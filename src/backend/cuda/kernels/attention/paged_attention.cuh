@@ -189,7 +189,48 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
     }
     cp_async_commit();
   }
-  pdl_wait();  // q, the new keys, the outputs and the split workspace belong to this step
+  // Decode, where this split's only tile is the sequence's last: its rows past the new key are
+  // zeroed and the new key's cache rows found before pdl_wait, so that after it the new key's
+  // K and V rows are the only loads, issued at once. In load_kv_tile they waited on their
+  // block-table entry and came after the copies that zero-fill up to 63 rows; in-kernel
+  // timestamps had this CTA issue them 1.6 us after the other CTAs were done issuing, and the
+  // split merge waits for the last CTA (docs/benchmarks.md).
+  const bool new_key_tile = !kPipe && p.preload_old_kv && q_len == 1 &&
+                            tile_begin + 1 == tile_end && tile_end == num_kv_tiles;
+  const int new_row = kv_last - first_j0;  // == early_rows when new_key_tile
+  const bf16* new_k = nullptr;
+  const bf16* new_v = nullptr;
+  if (new_key_tile) {
+    new_k = kv_row<false>(k_cache + k_head_offset, p.k_block_stride, p.k_token_stride, block_table,
+                          p.block_size, 0, kv_last);
+    const int k_chunks = head_dim / 8;
+    for (int idx = tid; idx < (kKvTile - 1 - new_row) * k_chunks; idx += kThreads) {
+      const int r = new_row + 1 + idx / k_chunks;
+      *reinterpret_cast<uint4*>(s_k + r * k_stride + (idx % k_chunks) * 8) = make_uint4(0, 0, 0, 0);
+    }
+    if (!p.v_in_k) {
+      new_v = kv_row<false>(v_cache + v_head_offset, p.v_block_stride, p.v_token_stride,
+                            block_table, p.block_size, 0, kv_last);
+      const int v_chunks = v_head_dim / 8;
+      for (int idx = tid; idx < (kKvTile - 1 - new_row) * v_chunks; idx += kThreads) {
+        const int r = new_row + 1 + idx / v_chunks;
+        *reinterpret_cast<uint4*>(s_v + r * v_stride + (idx % v_chunks) * 8) =
+            make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  pdl_wait();          // q, the new keys, the outputs and the split workspace belong to this step
+  if (new_key_tile) {  // its round trip overlaps q's below
+    const int k_chunks = head_dim / 8;
+    const int v_chunks = p.v_in_k ? 0 : v_head_dim / 8;
+    for (int idx = tid; idx < k_chunks + v_chunks; idx += kThreads) {
+      const bool is_v = idx >= k_chunks;
+      const int c = (is_v ? idx - k_chunks : idx) * 8;
+      cp_async_16((is_v ? s_v + new_row * v_stride : s_k + new_row * k_stride) + c,
+                  (is_v ? new_v : new_k) + c, 16);
+    }
+    cp_async_commit();
+  }
 
   // ---- Q tile -> shared (zeros for rows past the sequence and for the pad columns) ----
   const int chunks = d_pad / 8;
@@ -245,11 +286,14 @@ __global__ void __launch_bounds__(kWarpRows* kWarpCols * 32)
   } else {
     for (int kt = tile_begin; kt < tile_end; ++kt) {
       const int j0 = kv_first + kt * kKvTile;
-      const int r0 = kt == tile_begin ? early_rows : 0;  // rows already in flight
-      load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset,
-                             block_table, p.block_size, head_dim, j0, kv_last, s_k, k_stride, r0);
+      const int r0 = kt == tile_begin ? early_rows : 0;      // rows already in flight
+      const bool issued = new_key_tile && kt == tile_begin;  // every row in flight or zeroed
+      if (!issued) {
+        load_kv_tile<kThreads>(k_cache, p.k_block_stride, p.k_token_stride, k_head_offset,
+                               block_table, p.block_size, head_dim, j0, kv_last, s_k, k_stride, r0);
+      }
       cp_async_commit();
-      if (!p.v_in_k) {
+      if (!p.v_in_k && !issued) {
         load_kv_tile<kThreads>(v_cache, p.v_block_stride, p.v_token_stride, v_head_offset,
                                block_table, p.block_size, v_head_dim, j0, kv_last, s_v, v_stride,
                                r0);
