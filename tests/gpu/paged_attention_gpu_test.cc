@@ -378,8 +378,8 @@ TEST(GpuPagedAttention, DecodeLongContextManySplits) {
               false,
               1,
               22});
-  // 18 and 19 splits of one tile each, more than one batch of merge loads: the last split
-  // stages every partial in shared memory; the new key's tile starts at its first row in one.
+  // 18 and 19 splits of one tile each, more than one batch of merge loads (12), so the merge
+  // folds in a second batch; at 1153 keys the new key is its tile's first row (no early rows).
   check_case({"decode d128 g8 1152 keys", 32, 4, 128, 128, 16, {{1152, 1}}, 0, false, 1, 23});
   check_case({"decode d128 g8 1153 keys", 32, 4, 128, 128, 16, {{1153, 1}}, 0, false, 1, 24});
   check_case({"decode d64 g4 1100 keys, late writes",
