@@ -20,25 +20,27 @@ Status lt_error(const char* what, cublasStatus_t s) {
 Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(cudaStream_t stream, void* workspace,
                                                          size_t workspace_bytes) {
   std::unique_ptr<CublasGemm> g(new CublasGemm());
+  LOCUS_ASSIGN_OR_RETURN(g->api_, cublas_api());
   g->stream_ = stream;
   g->workspace_ = workspace;
   g->workspace_bytes_ = workspace_bytes;
-  LOCUS_LT(cublasLtCreate(&g->lt_));
-  LOCUS_LT(cublasCreate(&g->blas_));
-  LOCUS_LT(cublasSetStream(g->blas_, stream));
-  LOCUS_LT(cublasSetWorkspace(g->blas_, workspace, workspace_bytes));
+  LOCUS_LT(g->api_->lt_create(&g->lt_));
+  LOCUS_LT(g->api_->create(&g->blas_));
+  LOCUS_LT(g->api_->set_stream(g->blas_, stream));
+  LOCUS_LT(g->api_->set_workspace(g->blas_, workspace, workspace_bytes));
   return g;
 }
 
 CublasGemm::~CublasGemm() {
+  if (api_ == nullptr) return;
   for (auto& [key, p] : plans_) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
+    api_->lt_layout_destroy(p.a);
+    api_->lt_layout_destroy(p.b);
+    api_->lt_layout_destroy(p.c);
+    api_->lt_desc_destroy(p.desc);
   }
-  if (blas_ != nullptr) cublasDestroy(blas_);
-  if (lt_ != nullptr) cublasLtDestroy(lt_);
+  if (blas_ != nullptr) api_->destroy(blas_);
+  if (lt_ != nullptr) api_->lt_destroy(lt_);
 }
 
 // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T... with W's bytes read
@@ -49,31 +51,29 @@ Expected<CublasGemm::Plan*> CublasGemm::plan(int64_t m, int64_t n, int64_t k, in
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   Plan p;
-  LOCUS_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LOCUS_LT(api_->lt_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LOCUS_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  LOCUS_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
-                                      static_cast<uint64_t>(n), k));
-  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
-                                      static_cast<uint64_t>(m), ldx));
-  LOCUS_LT(cublasLtMatrixLayoutCreate(&p.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF,
-                                      static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldy));
+  LOCUS_LT(api_->lt_desc_set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LOCUS_LT(api_->lt_desc_set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  LOCUS_LT(api_->lt_layout_create(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                  static_cast<uint64_t>(n), k));
+  LOCUS_LT(api_->lt_layout_create(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                  static_cast<uint64_t>(m), ldx));
+  LOCUS_LT(api_->lt_layout_create(&p.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<uint64_t>(n),
+                                  static_cast<uint64_t>(m), ldy));
   cublasLtMatmulPreference_t pref = nullptr;
-  LOCUS_LT(cublasLtMatmulPreferenceCreate(&pref));
+  LOCUS_LT(api_->lt_pref_create(&pref));
   const uint64_t ws = workspace_bytes_;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof(ws));
+  api_->lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublasStatus_t s = api_->lt_heuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  api_->lt_pref_destroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
+    api_->lt_layout_destroy(p.a);
+    api_->lt_layout_destroy(p.b);
+    api_->lt_layout_destroy(p.c);
+    api_->lt_desc_destroy(p.desc);
     return internal_error(fmt::format(
         "cuBLASLt has no algorithm for a bf16 GEMM of m={} n={} k={} (ldx {}): status {}", m, n, k,
         ldx, static_cast<int>(s)));
@@ -88,8 +88,8 @@ Status CublasGemm::linear(const void* x, int64_t ldx, const void* w, void* y, bo
   std::lock_guard lock(mutex_);
   LOCUS_ASSIGN_OR_RETURN(Plan * p, plan(m, n, k, ldx, ldy > 0 ? ldy : n, y_f32));
   const float alpha = 1.0f, beta = 0.0f;
-  LOCUS_LT(cublasLtMatmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo,
-                          workspace_, workspace_bytes_, stream_));
+  LOCUS_LT(api_->lt_matmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                           &p->algo, workspace_, workspace_bytes_, stream_));
   return Status::ok();
 }
 
@@ -100,7 +100,7 @@ Status CublasGemm::batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
   if (m == 0 || n == 0 || batch == 0) return Status::ok();
   std::lock_guard lock(mutex_);
   const float alpha = 1.0f, beta = 0.0f;
-  LOCUS_LT(cublasGemmStridedBatchedEx(
+  LOCUS_LT(api_->gemm_strided_batched_ex(
       blas_, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a, CUDA_R_16BF,
       static_cast<int>(lda), stride_a, b, CUDA_R_16BF, static_cast<int>(ldb), stride_b, &beta, c,

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "backend/cuda/runtime/cublas_api.h"
 #include "core/status.h"
 
 namespace locus::cuda {
@@ -49,6 +50,7 @@ class CublasGemm {
   CublasGemm() = default;
   Expected<Plan*> plan(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy, bool y_f32);
 
+  const CublasApi* api_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t blas_ = nullptr;
