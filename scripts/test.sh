@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): CPU build + every CPU test; the safetensors fuzzer for a
 # bounded time when clang is present; and, when nvcc exists, the CUDA build (compiled without a
-# GPU) whose tests run too: GPU tests report SKIPPED where there is no GPU.
+# GPU) whose tests run too: GPU tests report SKIPPED where there is no GPU, and there only the
+# unit tests of the code that picks a backend are built again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -48,7 +49,11 @@ nvcc=$(command -v nvcc || true)
 [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 if [ -n "$nvcc" ]; then
   phase "CUDA build (sm_90a)"
-  cmake --preset cuda
+  # Without a GPU the CUDA build's unit tests would rerun the CPU build's on the same fallback;
+  # it keeps its GPU tests (SKIPPED there) and the unit tests of the code that picks a backend.
+  unit_tests=all
+  if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then unit_tests=backend; fi
+  cmake --preset cuda -DLOCUS_UNIT_TESTS=$unit_tests
   cmake --build --preset cuda -j "$jobs"
   phase "CUDA build's tests on this machine"
   build/cuda/locus info
