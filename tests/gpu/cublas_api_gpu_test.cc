@@ -78,6 +78,17 @@ TEST(CublasApi, WrongLibraryNamesTheMissingEntryPoint) {
   EXPECT_NE(m.find("libm.so.6 has no cublasLtGetVersion"), std::string::npos) << m;
 }
 
+TEST(CublasApi, OtherMajorVersionIsRefused) {
+  // Every entry point resolves, but the structs behind them differ across major versions.
+  auto api = cuda::load_cublas_api(LOCUS_FAKE_CUBLAS, LOCUS_FAKE_CUBLAS);
+  ASSERT_FALSE(api);
+  const std::string& m = api.error().message();
+  EXPECT_NE(m.find(std::string(LOCUS_FAKE_CUBLAS) + " is cuBLASLt 11.9"), std::string::npos) << m;
+  EXPECT_NE(m.find("built against cuBLAS " + std::to_string(CUBLAS_VER_MAJOR)), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("LOCUS_CUBLASLT_LIBRARY"), std::string::npos) << m;
+}
+
 #endif
 
 }  // namespace
