@@ -52,7 +52,10 @@ if [ -n "$nvcc" ]; then
   # Without a GPU the CUDA build's unit tests would rerun the CPU build's on the same fallback;
   # it keeps its GPU tests (SKIPPED there) and the unit tests of the code that picks a backend.
   unit_tests=all
-  if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then unit_tests=backend; fi
+  # A GPU: nvidia-smi lists one, or (without nvidia-smi) the driver made its device node.
+  if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU' && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
+    unit_tests=backend
+  fi
   cmake --preset cuda -DLOCUS_UNIT_TESTS=$unit_tests
   cmake --build --preset cuda -j "$jobs"
   phase "CUDA build's tests on this machine"
