@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git lld
+  build-essential cmake ninja-build pkg-config git lld ccache
   nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libopenblas-dev libboost-dev prometheus-cpp-dev
   librsvg2-bin  # rsvg-convert: `locus bench plot --png`
