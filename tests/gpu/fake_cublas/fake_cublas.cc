@@ -1,6 +1,8 @@
 // A stand-in for libcublasLt + libcublas of another major version, for the loader's version
 // check (cublas_api_gpu_test): every entry point the loader resolves is exported, and
-// cublasLtGetVersion reports FAKE_CUBLAS_VERSION. Nothing else is ever called.
+// cublasLtGetVersion reports FAKE_CUBLAS_VERSION. Nothing else is ever called. The names repeat
+// the loader's list in cublas_api.cc (after cublas_v2.h's _v2 renames): an entry point added
+// there and not here makes OtherMajorVersionIsRefused fail with "has no <name>", not pass.
 #include <cstddef>
 
 #define FAKE_ENTRY(name)                                         \
