@@ -6,6 +6,8 @@
 // libnccl.so.2 (LOCUS_NCCL_LIBRARY names it).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +35,34 @@ Tensor host_values(const Dims& shape, float base) {
   for (int64_t i = 0; i < t.numel(); ++i)
     t.data<float>()[i] = base + static_cast<float>(i % 97) * 0.25f;
   return t;
+}
+
+// The loader's errors need no GPU. NCCL is opened once per process, so each case runs in a
+// child (a death test) with its own LOCUS_NCCL_LIBRARY; the child exits 0 when the message says
+// what the case expects.
+void expect_load_error(const char* library, const std::string& want1, const std::string& want2) {
+  ::testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  EXPECT_EXIT(
+      {
+        setenv("LOCUS_NCCL_LIBRARY", library, 1);
+        auto version = NcclCommunicator::library_version();
+        const std::string message = version ? "" : version.status().to_string();
+        std::fprintf(stderr, "%s\n", message.c_str());
+        std::exit(!version && message.find(want1) != std::string::npos &&
+                          message.find(want2) != std::string::npos
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(NcclLoader, MissingLibraryNamesItAndTheVariable) {
+  expect_load_error("/nonexistent/libnccl.so.2", "/nonexistent/libnccl.so.2",
+                    "point LOCUS_NCCL_LIBRARY at");
+}
+
+TEST(NcclLoader, WrongLibraryNamesTheMissingEntryPoint) {
+  expect_load_error("libm.so.6", "libm.so.6 has no ncclGetVersion", "libm.so.6");
 }
 
 // One NCCL group over every GPU of the machine (up to 8), rank r on cuda:r.

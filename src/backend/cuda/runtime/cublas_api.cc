@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cuda/runtime/shared_library.h"
+
 // The exported name of an entry point after cublas_v2.h's renames (cublasCreate is
 // cublasCreate_v2): stringized after macro expansion.
 #define LOCUS_CUBLAS_STR(sym) #sym
@@ -15,25 +17,6 @@
 
 namespace locus::cuda {
 namespace {
-
-struct Opened {
-  void* handle = nullptr;
-  std::string name;
-};
-
-// The first of `candidates` that opens, and its name; else the first one's error.
-Expected<Opened> open_first(const std::vector<std::string>& candidates) {
-  std::string first_error;
-  for (const std::string& name : candidates) {
-    // RTLD_GLOBAL: libcublas finds this libcublasLt by its soname, also when it was opened from
-    // the toolkit directory rather than the search path.
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib != nullptr) return Opened{lib, name};
-    const char* why = dlerror();
-    if (first_error.empty()) first_error = why != nullptr ? why : name;
-  }
-  return unsupported(first_error);
-}
 
 // The environment's choice alone, else the soname from the search path (LD_LIBRARY_PATH,
 // ld.so.cache, RUNPATH), then the same file in the build's CUDA toolkit.
@@ -53,25 +36,20 @@ Expected<CublasApi> load_from(const std::vector<std::string>& lt_names,
   const std::string hint =
       "install cuBLAS (the CUDA toolkit's, or the nvidia-cublas wheel's) or point "
       "LOCUS_CUBLASLT_LIBRARY and LOCUS_CUBLAS_LIBRARY at its libraries";
-  auto lt = open_first(lt_names);
+  // RTLD_GLOBAL: libcublas finds this libcublasLt by its soname, also when it was opened from
+  // the toolkit directory rather than the search path.
+  auto lt = SharedLibrary::open_first(lt_names, RTLD_NOW | RTLD_GLOBAL);
   if (!lt) {
     return unsupported(
         fmt::format("cuBLASLt could not be loaded ({}): {}", lt.error().message(), hint));
   }
-  auto blas = open_first(blas_names);
+  auto blas = SharedLibrary::open_first(blas_names, RTLD_NOW | RTLD_GLOBAL);
   if (!blas) {
     return unsupported(
         fmt::format("cuBLAS could not be loaded ({}): {}", blas.error().message(), hint));
   }
-  Status failure = Status::ok();
-  auto resolve = [&](const Opened& lib, auto& fn, const char* symbol) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib.handle, symbol));
-    if (fn == nullptr && failure.is_ok()) {
-      failure = unsupported(fmt::format("{} has no {}: {}", lib.name, symbol, hint));
-    }
-  };
-  auto lt_fn = [&](auto& fn, const char* symbol) { resolve(*lt, fn, symbol); };
-  auto blas_fn = [&](auto& fn, const char* symbol) { resolve(*blas, fn, symbol); };
+  SymbolResolver lt_fn(*lt, hint);
+  SymbolResolver blas_fn(*blas, hint);
   lt_fn(api.lt_get_version, "cublasLtGetVersion");
   lt_fn(api.lt_create, "cublasLtCreate");
   lt_fn(api.lt_destroy, "cublasLtDestroy");
@@ -90,7 +68,8 @@ Expected<CublasApi> load_from(const std::vector<std::string>& lt_names,
   blas_fn(api.set_stream, LOCUS_CUBLAS_NAME(cublasSetStream));
   blas_fn(api.set_workspace, LOCUS_CUBLAS_NAME(cublasSetWorkspace));
   blas_fn(api.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
-  if (!failure.is_ok()) return failure;
+  if (!lt_fn.status().is_ok()) return lt_fn.status();
+  if (!blas_fn.status().is_ok()) return blas_fn.status();
   // Entry points keep their names across major versions while their structs change size.
   const size_t version = api.lt_get_version();
   if (version / 10000 != CUBLAS_VER_MAJOR) {

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backend/cuda/runtime/shared_library.h"
+
 namespace locus {
 
 // The entry points locus uses, resolved from libnccl.so.2 (types from nccl.h).
@@ -39,20 +41,15 @@ Expected<const NcclApi*> load_nccl() {
   std::call_once(once, [] {
     const char* env = std::getenv("LOCUS_NCCL_LIBRARY");
     const std::string name = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
+    auto lib = cuda::SharedLibrary::open_first({name}, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
       failure = unsupported(
           fmt::format("NCCL could not be loaded ({}): install NCCL or point LOCUS_NCCL_LIBRARY at "
                       "libnccl.so.2 (PyTorch wheels carry one in nvidia/nccl/lib)",
-                      dlerror()));
+                      lib.error().message()));
       return;
     }
-    auto resolve = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-      if (fn == nullptr && failure.is_ok()) {
-        failure = unsupported(fmt::format("{} has no {}", name, symbol));
-      }
-    };
+    cuda::SymbolResolver resolve(*lib, "");
     resolve(api.get_version, "ncclGetVersion");
     resolve(api.error_string, "ncclGetErrorString");
     resolve(api.comm_init_all, "ncclCommInitAll");
@@ -68,6 +65,7 @@ Expected<const NcclApi*> load_nccl() {
     resolve(api.recv, "ncclRecv");
     resolve(api.group_start, "ncclGroupStart");
     resolve(api.group_end, "ncclGroupEnd");
+    failure = resolve.status();
   });
   if (!failure.is_ok()) return failure;
   return &api;
