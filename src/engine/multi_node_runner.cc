@@ -60,14 +60,17 @@ Expected<std::vector<std::string>> MultiNodeRunner::run_on_every_node(
   const int workers = nodes_->nnodes() - 1;
   std::vector<Expected<std::string>> replies(static_cast<size_t>(workers),
                                              internal_error("no reply"));
+  // Workers whose link broke (the process died or the network went) rather than replying.
+  std::vector<char> link_lost(static_cast<size_t>(workers), 0);
   // One reader per worker: a worker that fails while another waits in a collective for it
   // must be heard at once, so that the abort releases the waiting ones (NCCL would not).
   // A thread per step costs tens of microseconds, small beside a step that crosses nodes.
   std::vector<std::thread> readers;
   for (int k = 1; k <= workers; ++k) {
-    readers.emplace_back([this, k, &replies] {
+    readers.emplace_back([this, k, &replies, &link_lost] {
       auto& slot = replies[static_cast<size_t>(k - 1)];
       auto frame = nodes_->read_reply(k);
+      link_lost[static_cast<size_t>(k - 1)] = frame ? 0 : 1;
       slot = frame ? decode_reply(*frame) : Expected<std::string>(frame.status());
       if (!slot) abort(fmt::format("node {} failed: {}", k, slot.status().to_string()));
     });
@@ -76,6 +79,16 @@ Expected<std::vector<std::string>> MultiNodeRunner::run_on_every_node(
   if (!mine.is_ok()) abort(fmt::format("node 0 failed: {}", mine.to_string()));
   for (std::thread& t : readers)
     t.join();
+  // A lost worker is the cause of whatever else failed: this node's collectives with its ranks
+  // fail too ("receiving from rank 2: the peer closed the connection"), and which of the two
+  // is seen first is a race. So a lost link is reported first, then this node's own failure,
+  // then a worker's error reply.
+  for (int k = 1; k <= workers; ++k) {
+    if (link_lost[static_cast<size_t>(k - 1)]) {
+      return replies[static_cast<size_t>(k - 1)].status().with_context(
+          fmt::format("node {} is gone", k));
+    }
+  }
   if (!mine.is_ok()) return mine;
   std::vector<std::string> out;
   for (int k = 1; k <= workers; ++k) {

@@ -41,7 +41,8 @@ class MultiNodeRunner final : public ModelRunner {
   NodeGroup& nodes() { return *nodes_; }
   // Sends `command` to every worker, runs `here` on this node meanwhile, and returns the
   // workers' reply payloads (node 1 first). Any node's failure aborts the whole group, so that
-  // no rank waits in a collective for a peer that will not come; the first failure is returned.
+  // no rank waits in a collective for a peer that will not come. Returned: a worker whose link
+  // broke, else this node's failure, else the first worker's error reply.
   Expected<std::vector<std::string>> run_on_every_node(NodeCommand command, std::string payload,
                                                        const std::function<Status()>& here);
   // Every rank on every node is released from its collectives and fails from now on.
