@@ -14,7 +14,7 @@ Expected<SharedLibrary> SharedLibrary::open_first(const std::vector<std::string>
     const char* why = dlerror();
     if (first_error.empty()) first_error = why != nullptr ? why : name;
   }
-  return unsupported(first_error.empty() ? std::string("no library named") : first_error);
+  return unsupported(first_error.empty() ? std::string("no library to open") : first_error);
 }
 
 void* SharedLibrary::symbol(const char* entry_point) const {

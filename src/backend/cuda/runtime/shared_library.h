@@ -5,6 +5,7 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -23,7 +24,7 @@ struct SharedLibrary {
 };
 
 // Resolves entry points one after another and keeps the first failure:
-//   SymbolResolver r(lib, "install X");  r(api.create, "xCreate");  ...  if (!r.ok()) ...
+//   SymbolResolver r(lib, "install X");  r(api.create, "xCreate");  ...  r.status()
 class SymbolResolver {
  public:
   // `hint` ends the message of a missing symbol (empty: none).
