@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -51,6 +52,39 @@ Status Ops::sample_rows(const Tensor& logits, std::span<const SamplingRowParams>
                         std::span<int32_t> tokens) {
   (void)logits, (void)rows, (void)tokens;
   return unsupported(fmt::format("{} does not sample on its device", name()));
+}
+
+Status Ops::sample_rows_async(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                              int slot) {
+  if (slot != 0 && slot != 1) return fail("sample_rows_async", fmt::format("slot {}", slot));
+  std::vector<int32_t>& tokens = host_sampled_[slot];
+  tokens.assign(rows.size(), -1);
+  return sample_rows(logits, rows, tokens);
+}
+
+Status Ops::collect_sampled(int slot, std::span<int32_t> tokens) {
+  if (slot != 0 && slot != 1) return fail("collect_sampled", fmt::format("slot {}", slot));
+  const std::vector<int32_t>& drawn = host_sampled_[slot];
+  if (tokens.size() > drawn.size()) {
+    return fail("collect_sampled", fmt::format("{} tokens asked, {} drawn in slot {}",
+                                               tokens.size(), drawn.size(), slot));
+  }
+  std::copy_n(drawn.begin(), tokens.size(), tokens.begin());
+  return Status::ok();
+}
+
+Status Ops::copy_sampled_tokens(int slot, Tensor& dst) {
+  if (slot != 0 && slot != 1) return fail("copy_sampled_tokens", fmt::format("slot {}", slot));
+  const std::vector<int32_t>& drawn = host_sampled_[slot];
+  if (dst.dtype() != DType::kI32 || static_cast<size_t>(dst.numel()) > drawn.size()) {
+    return fail("copy_sampled_tokens",
+                fmt::format("{} from {} tokens in slot {}", dst.to_string(), drawn.size(), slot));
+  }
+  return copy_into(drawn.data(), dst, static_cast<size_t>(dst.numel()) * sizeof(int32_t));
+}
+
+Expected<std::shared_ptr<uint8_t[]>> Ops::host_staging(size_t bytes) {
+  return std::shared_ptr<uint8_t[]>(new uint8_t[bytes > 0 ? bytes : 1]());
 }
 
 Expected<std::unique_ptr<Ops::Graph>> Ops::capture_graph(const std::function<Status()>& body) {

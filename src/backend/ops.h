@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -194,6 +195,19 @@ class Ops {
   virtual bool supports_sampling() const { return false; }
   virtual Status sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
                              std::span<int32_t> tokens);
+  // The same draw without the wait (async scheduling, engine/engine_core.h): the tokens go to
+  // token slot `slot` (0 or 1) and collect_sampled(slot) waits for them. They also stay where
+  // they were drawn, so copy_sampled_tokens can feed them to the next step's inputs without a
+  // round trip through the host. Backends that draw on the host do it all in sample_rows_async.
+  virtual Status sample_rows_async(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                                   int slot);
+  virtual Status collect_sampled(int slot, std::span<int32_t> tokens);
+  // The first dst.numel() tokens of `slot` into dst (i32, contiguous, this backend), ordered
+  // after the draw and before the compute that follows.
+  virtual Status copy_sampled_tokens(int slot, Tensor& dst);
+  // Host memory for copy_into's sources that the device can read without a staging copy
+  // (pinned on CUDA, where a copy from pageable memory first waits for the stream to drain).
+  virtual Expected<std::shared_ptr<uint8_t[]>> host_staging(size_t bytes);
 
   // ---- graphs (optional) ----------------------------------------------------------------------
   // A recorded sequence of ops replayed with the same device addresses (CUDA graphs): the inputs
@@ -376,6 +390,9 @@ class Ops {
   Status gather_sum_rows(const Tensor& x, const Tensor& index, Tensor& out);
 
  protected:
+  // sample_rows_async on backends that draw on the host: the tokens of each slot.
+  std::vector<int32_t> host_sampled_[2];
+
   // Argument checks shared by ops and the fused ops built from them.
   Status validate_linear(std::string_view op, const Tensor& x, const LinearWeight& w,
                          const Tensor& out) const;

@@ -59,12 +59,13 @@ Expected<LatencyResult> run_latency(ModelEngine& me, const LatencyOptions& o, in
   r.batch_size = batch_size;
   std::vector<double> ttft, tpot, steady, batch_latency, throughput;
   const LocalModelRunner* runner = me.runner;
-  int64_t graph0 = 0, eager0 = 0;
+  int64_t graph0 = 0, eager0 = 0, fed0 = 0;
   for (int iter = 0; iter < o.warmup_iters + o.iters; ++iter) {
     const bool measured = iter >= o.warmup_iters;
     if (measured && iter == o.warmup_iters && runner != nullptr) {
       graph0 = runner->graph_steps();
       eager0 = runner->eager_steps();
+      fed0 = runner->fed_steps();
     }
     std::vector<std::shared_ptr<RequestStream>> streams;
     std::vector<std::shared_ptr<Timeline>> timelines;
@@ -137,6 +138,7 @@ Expected<LatencyResult> run_latency(ModelEngine& me, const LatencyOptions& o, in
   if (runner != nullptr) {
     r.graph_steps = runner->graph_steps() - graph0;
     r.eager_steps = runner->eager_steps() - eager0;
+    r.fed_steps = runner->fed_steps() - fed0;
   }
   r.ttft_s = percentiles(ttft);
   r.tpot_s = percentiles(tpot);

@@ -38,6 +38,7 @@ struct LatencyResult {
   double output_tokens_per_s = 0;  // generated tokens / batch latency, mean over iterations
   int64_t graph_steps = 0;         // decode steps replayed from CUDA graphs during the measurement
   int64_t eager_steps = 0;
+  int64_t fed_steps = 0;  // of those, queued before the step ahead's tokens reached the host
   // The fewest of the batch's requests still decoding when its last request got its first
   // token (over the iterations): below batch_size the batch did not fit at once (KV cache,
   // --max-num-seqs), and the steady TPOT is that of a smaller batch.

@@ -127,6 +127,11 @@ int run_latency_command(const LatencyCliOptions& o) {
                    "cache %d blocks, --max-num-seqs); no roofline ratio\n",
                    b, r->concurrent, me->num_kv_blocks);
     }
+    if (o.gpu.async_scheduling) {
+      std::fprintf(stderr, "batch %d: %lld of %lld steps queued ahead (async scheduling)\n", b,
+                   static_cast<long long>(r->fed_steps),
+                   static_cast<long long>(r->graph_steps + r->eager_steps));
+    }
     fmt::print(
         "{:>6} {:>8.2f}ms {:>8.3f}ms {:>10.3f}ms {:>10.3f}ms {:>8} {:>9.3f}s {:>10.1f} "
         "{:>6}/{}\n",
@@ -141,6 +146,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                        {"output_tokens_per_s", r->output_tokens_per_s},
                        {"graph_steps", r->graph_steps},
                        {"eager_steps", r->eager_steps},
+                       {"async_queued_steps", r->fed_steps},
                        {"concurrent", r->concurrent},
                        {"roofline_s", roof_s},
                        {"roofline_bytes",
@@ -159,6 +165,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                           {"input_len", o.input_len},
                           {"output_len", o.output_len},
                           {"enforce_eager", o.gpu.enforce_eager},
+                          {"async_scheduling", o.gpu.async_scheduling},
                           {"cuda_graphs", graphs},
                           {"attention_backend", me->attention_backend},
                           {"moe_backend", me->moe_backend},

@@ -1,5 +1,5 @@
 // The device flags serve, generate and bench share (vLLM's names): --device,
-// --gpu-memory-utilization, --enforce-eager, --max-cudagraph-capture-size,
+// --gpu-memory-utilization, --enforce-eager, --async-scheduling, --max-cudagraph-capture-size,
 // --attention-backend, --moe-backend, and the parallelism flags --tensor-parallel-size,
 // --enable-expert-parallel, --expert-placement-strategy, --data-parallel-size,
 // --all2all-backend, and the multi-node flags --nnodes, --node-rank, --master-addr and
@@ -32,6 +32,7 @@ struct DeviceCliOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29501;
+  bool async_scheduling = false;
 
   // A node other than node 0 runs headless: the same command line, with its --node-rank.
   bool headless() const { return nnodes > 1 && node_rank > 0; }
@@ -43,6 +44,9 @@ struct DeviceCliOptions {
                     "Share of GPU memory for weights, activations and the KV cache")
         ->check(CLI::Range(0.01, 1.0));
     cmd->add_flag("--enforce-eager", enforce_eager, "Run every step eagerly (no CUDA graphs)");
+    cmd->add_flag("--async-scheduling", async_scheduling,
+                  "Queue the next decode step on the device before the current one's tokens "
+                  "reach the host (steady decode with device sampling)");
     cmd->add_option("--max-cudagraph-capture-size", max_cudagraph_capture_size,
                     "Largest decode batch replayed from a CUDA graph (0 = max-num-seqs, <= 512)")
         ->check(CLI::Range(0, 4096));
@@ -83,6 +87,7 @@ struct DeviceCliOptions {
     mo.device = device;
     mo.gpu_memory_utilization = gpu_memory_utilization;
     mo.enforce_eager = enforce_eager;
+    mo.engine.async_scheduling = async_scheduling;
     mo.max_cudagraph_capture_size = max_cudagraph_capture_size;
     mo.tensor_parallel_cuda_graphs = tensor_parallel_cuda_graphs;
     mo.attention_backend = attention_backend;

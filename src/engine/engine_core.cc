@@ -31,7 +31,14 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& con
     LOCUS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_budget(spec, config.kv_cache_memory_bytes));
   }
   KVCacheConfig kv{num_blocks, spec.block_size, config.enable_prefix_caching};
-  LOCUS_ASSIGN_OR_RETURN(auto scheduler, Scheduler::create(config.scheduler, kv));
+  SchedulerConfig scheduler_config = config.scheduler;
+  // Async scheduling queues a request's next token before the step that plans it: each step
+  // reserves that token's KV slot too, so the queued step never needs a block the scheduler
+  // has not handed out yet.
+  if (config.async_scheduling && runner->supports_async_sampling()) {
+    scheduler_config.num_lookahead_tokens = std::max(scheduler_config.num_lookahead_tokens, 1);
+  }
+  LOCUS_ASSIGN_OR_RETURN(auto scheduler, Scheduler::create(scheduler_config, kv));
   LOCUS_RETURN_IF_ERROR(runner->initialize_kv_cache(num_blocks));
   return std::unique_ptr<EngineCore>(
       new EngineCore(config, std::move(runner), std::move(scheduler), num_blocks));
@@ -42,7 +49,8 @@ EngineCore::EngineCore(const EngineConfig& config, std::unique_ptr<ModelRunner> 
     : config_(config),
       runner_(std::move(runner)),
       scheduler_(std::move(scheduler)),
-      num_kv_blocks_(num_kv_blocks) {}
+      num_kv_blocks_(num_kv_blocks),
+      async_(config.async_scheduling && runner_->supports_async_sampling()) {}
 
 Status EngineCore::add_request(EngineCoreRequest request) {
   if (request.params.n != 1) {
@@ -73,10 +81,20 @@ Status EngineCore::add_request(EngineCoreRequest request) {
 }
 
 void EngineCore::abort_requests(std::span<const RequestId> request_ids) {
+  if (launched_) {
+    for (RequestId id : request_ids)
+      deferred_finishes_.emplace_back(id, RequestStatus::kFinishedAborted);
+    return;
+  }
   scheduler_->finish_requests(request_ids, RequestStatus::kFinishedAborted);
 }
 
 void EngineCore::finish_requests(std::span<const RequestId> request_ids, FinishReason reason) {
+  if (launched_) {
+    for (RequestId id : request_ids)
+      deferred_finishes_.emplace_back(id, finished_status_for(reason));
+    return;
+  }
   scheduler_->finish_requests(request_ids, finished_status_for(reason));
 }
 
@@ -87,13 +105,17 @@ Expected<std::vector<EngineCoreOutput>> EngineCore::step() {
 }
 
 Status EngineCore::step(std::vector<EngineCoreOutput>& outputs) {
-  SchedulerOutput& scheduled = scheduled_;
-  scheduler_->schedule(scheduled);
-  if (scheduled.empty()) {
+  if (async_) return step_async(outputs);
+  scheduler_->schedule(scheduled_);
+  if (scheduled_.empty()) {
     outputs.clear();
     return Status::ok();
   }
+  return run_planned(outputs);
+}
 
+Status EngineCore::run_planned(std::vector<EngineCoreOutput>& outputs) {
+  SchedulerOutput& scheduled = scheduled_;
   const int vocab = runner_->vocab_size();
   BuiltBatch& built = built_;
   build_model_input(scheduled, runner_->kv_cache_spec().block_size, built);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "core/counter_rng.h"
+#include "sampling/logits_processors.h"
+#include "sampling/sampling_params.h"
 
 namespace locus {
 
@@ -108,6 +110,61 @@ Expected<Tensor> FakeModel::execute(const ModelInputBatch& b) {
     return internal_error("fake model: logits_indices outside every request's tokens");
   }
   return logits;
+}
+
+Expected<std::vector<int32_t>> FakeModel::execute_sampled(const ModelInputBatch& batch) {
+  if (!config_.device_sampling) return unsupported("fake model: device sampling is off");
+  if (batch.device_sampling.size() != batch.logits_indices.size()) {
+    return invalid_argument("fake model: one sampling row per logits row");
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, execute(batch));
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<int32_t> tokens(batch.device_sampling.size(), -1);
+  std::vector<float> work, float_scratch;
+  std::vector<int32_t> index_scratch;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    const SamplingRowParams& p = batch.device_sampling[r];
+    std::span<const float> raw(logits.data<float>() + r * vocab, vocab);
+    if (p.temperature < kGreedyTemperatureEpsilon) {
+      tokens[r] = argmax(raw);
+      continue;
+    }
+    work.assign(raw.begin(), raw.end());
+    apply_temperature(work, p.temperature);
+    apply_min_p(work, p.min_p);
+    if (p.top_k > 0) apply_top_k(work, p.top_k, float_scratch);
+    apply_top_p(work, p.top_p, index_scratch);
+    tokens[r] = sample_from_logits(work, p.u, float_scratch);
+  }
+  return tokens;
+}
+
+Status FakeModel::launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) {
+  if (launched_.size() >= 2) return internal_error("fake model: two steps already launched");
+  Expected<std::vector<int32_t>> tokens = std::vector<int32_t>{};
+  if (tokens_from_previous) {
+    if (last_drawn_.size() != batch.token_ids.size()) {
+      return internal_error(fmt::format("fake model: {} tokens fed from a draw of {}",
+                                        batch.token_ids.size(), last_drawn_.size()));
+    }
+    ModelInputBatch fed = batch;
+    fed.token_ids = last_drawn_;
+    ++num_fed_steps_;
+    tokens = execute_sampled(fed);
+  } else {
+    tokens = execute_sampled(batch);
+  }
+  if (!tokens) return tokens.status();
+  last_drawn_ = *tokens;
+  launched_.push_back(std::move(*tokens));
+  return Status::ok();
+}
+
+Expected<std::vector<int32_t>> FakeModel::collect_sampled() {
+  if (launched_.empty()) return internal_error("fake model: no step was launched");
+  std::vector<int32_t> tokens = std::move(launched_.front());
+  launched_.pop_front();
+  return tokens;
 }
 
 }  // namespace locus

@@ -100,12 +100,48 @@ Expected<std::vector<int32_t>> LocalModelRunner::execute_sampled(const ModelInpu
   return tokens;
 }
 
+Status LocalModelRunner::launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) {
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
+  if (batch.device_sampling.size() != batch.logits_indices.size()) {
+    return invalid_argument(fmt::format("launch_sampled: {} sampling rows for {} logits rows",
+                                        batch.device_sampling.size(), batch.logits_indices.size()));
+  }
+  if (launched_.size() >= 2) return internal_error("launch_sampled: two steps already queued");
+  int feed_slot = -1;
+  if (tokens_from_previous) {
+    if (launched_.empty()) return internal_error("launch_sampled: no previous step to feed from");
+    if (launched_.back().second != static_cast<size_t>(batch.num_tokens())) {
+      return internal_error(fmt::format("launch_sampled: {} tokens fed from a step of {} rows",
+                                        batch.num_tokens(), launched_.back().second));
+    }
+    feed_slot = launched_.back().first;
+    ++fed_steps_;
+  }
+  LOCUS_ASSIGN_OR_RETURN(Tensor logits, run_step(batch, feed_slot));
+  const int slot = next_slot_;
+  LOCUS_RETURN_IF_ERROR(ops_->sample_rows_async(logits, batch.device_sampling, slot));
+  next_slot_ ^= 1;
+  launched_.emplace_back(slot, batch.device_sampling.size());
+  ++device_sampled_steps_;
+  return Status::ok();
+}
+
+Expected<std::vector<int32_t>> LocalModelRunner::collect_sampled() {
+  if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
+  if (launched_.empty()) return internal_error("collect_sampled: no step was launched");
+  const auto [slot, rows] = launched_.front();
+  launched_.pop_front();
+  std::vector<int32_t> tokens(rows, -1);
+  LOCUS_RETURN_IF_ERROR(ops_->collect_sampled(slot, tokens));
+  return tokens;
+}
+
 Status LocalModelRunner::execute_dropping_logits(const ModelInputBatch& batch) {
   if (bind_) LOCUS_RETURN_IF_ERROR(bind_());
   return run_step(batch).status();
 }
 
-Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch) {
+Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch, int feed_slot) {
   if (!cache_ready_) return internal_error("execute: the KV cache is not initialized");
   if (batch.block_size != spec_.block_size) {
     return invalid_argument(fmt::format("execute: batch block_size {} != the runner's {}",
@@ -123,7 +159,17 @@ Expected<Tensor> LocalModelRunner::run_step(const ModelInputBatch& batch) {
   forward_.dp_max_tokens = batch.dp_max_tokens;
   if (graphs_ && graphs_->can_run(forward_)) {
     ++graph_steps_;
-    return graphs_->run_on_device(forward_);
+    if (feed_slot < 0) return graphs_->run_on_device(forward_);
+    return graphs_->run_on_device(forward_, [&](Tensor& token_ids) {
+      return ops_->copy_sampled_tokens(feed_slot, token_ids);
+    });
+  }
+  if (feed_slot >= 0) {
+    // No graph to feed on the device: the previous step's tokens through the host (a wait).
+    if (!launched_.empty() && launched_.front().first != feed_slot) {
+      return internal_error("run_step: feeding from a step that is not the last launched");
+    }
+    LOCUS_RETURN_IF_ERROR(ops_->collect_sampled(feed_slot, std::span<int32_t>(forward_.token_ids)));
   }
   ++eager_steps_;
   return model_->forward_on_device(forward_, cache_);

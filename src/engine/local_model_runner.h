@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -51,6 +52,11 @@ class LocalModelRunner final : public ModelRunner {
   Expected<Tensor> execute(const ModelInputBatch& batch) override;
   bool supports_device_sampling() const override { return ops_->supports_sampling(); }
   Expected<std::vector<int32_t>> execute_sampled(const ModelInputBatch& batch) override;
+  // Token slots alternate between launches; a fed step that replays a graph copies the tokens
+  // on the device, any other fed step waits for them on the host first.
+  bool supports_async_sampling() const override { return ops_->supports_sampling(); }
+  Status launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) override;
+  Expected<std::vector<int32_t>> collect_sampled() override;
   // Also what a tensor-parallel peer runs (rank 0 returns the group's logits).
   Status execute_dropping_logits(const ModelInputBatch& batch) override;
 
@@ -73,10 +79,12 @@ class LocalModelRunner final : public ModelRunner {
   int64_t eager_steps() const { return eager_steps_.load(); }
   // Steps whose tokens were drawn on the backend (execute_sampled) rather than on the host.
   int64_t device_sampled_steps() const { return device_sampled_steps_.load(); }
+  // Steps launched with their input tokens fed from the step before (async scheduling).
+  int64_t fed_steps() const { return fed_steps_.load(); }
 
  private:
   // The step's f32 logits on the backend's device (a graph replay or an eager forward).
-  Expected<Tensor> run_step(const ModelInputBatch& batch);
+  Expected<Tensor> run_step(const ModelInputBatch& batch, int feed_slot = -1);
 
   LocalModelRunner(std::unique_ptr<Ops> ops, std::unique_ptr<Model> model, KVCacheSpec spec)
       : ops_(std::move(ops)), model_(std::move(model)), spec_(spec) {}
@@ -94,6 +102,10 @@ class LocalModelRunner final : public ModelRunner {
   std::atomic<int64_t> graph_steps_{0};  // read by other threads (benchmarks)
   std::atomic<int64_t> eager_steps_{0};
   std::atomic<int64_t> device_sampled_steps_{0};
+  std::atomic<int64_t> fed_steps_{0};
+  // Launched, not yet collected steps: (token slot, rows), oldest first.
+  std::deque<std::pair<int, size_t>> launched_;
+  int next_slot_ = 0;
 };
 
 }  // namespace locus

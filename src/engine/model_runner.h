@@ -65,6 +65,20 @@ class ModelRunner {
     return unsupported("this model runner does not sample on its device");
   }
 
+  // Async scheduling (engine_core.h): launch_sampled queues the same step as execute_sampled
+  // and returns before its tokens exist; collect_sampled returns the tokens of the oldest
+  // launched step not yet collected, waiting for them. At most two steps are outstanding.
+  // With tokens_from_previous, row i's input token is the token the previous launched step
+  // drew for its row i, taken where it was drawn; batch.token_ids is then not read.
+  virtual bool supports_async_sampling() const { return false; }
+  virtual Status launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) {
+    (void)batch, (void)tokens_from_previous;
+    return unsupported("this model runner does not launch steps asynchronously");
+  }
+  virtual Expected<std::vector<int32_t>> collect_sampled() {
+    return unsupported("this model runner does not launch steps asynchronously");
+  }
+
   // Runs the step and drops its logits where they are (a dummy step whose logits nobody reads);
   // runners whose logits live on a device skip the copy to the host, and may return before the
   // step has finished there.

@@ -59,7 +59,9 @@ Expected<std::unique_ptr<DecodeGraphs>> DecodeGraphs::create(Model& model, KvCac
 Status DecodeGraphs::allocate_inputs() {
   const Layout l(options_.max_batch_size, options_.max_blocks_per_seq);
   LOCUS_ASSIGN_OR_RETURN(inputs_, model_.ops().empty({static_cast<int64_t>(l.total)}, DType::kU8));
-  staging_.assign(l.total, 0);
+  for (auto& staging : staging_) {
+    LOCUS_ASSIGN_OR_RETURN(staging, model_.ops().host_staging(l.total));
+  }
   return Status::ok();
 }
 
@@ -96,7 +98,7 @@ bool DecodeGraphs::can_run(const ForwardBatch& batch) const {
   return true;
 }
 
-Expected<Tensor> DecodeGraphs::run_on_device(const ForwardBatch& batch) {
+Expected<Tensor> DecodeGraphs::run_on_device(const ForwardBatch& batch, const TokenFeed& feed) {
   if (!can_run(batch)) return invalid_argument("decode graphs: not a decode batch that fits");
   LOCUS_RETURN_IF_ERROR(validate_forward_batch(batch, cache_.num_blocks));
   const int n = batch.num_seqs();
@@ -107,13 +109,15 @@ Expected<Tensor> DecodeGraphs::run_on_device(const ForwardBatch& batch) {
   // Fill the staging copy of the inputs for b rows (padding rows past n), then one upload.
   const Layout l(options_.max_batch_size, options_.max_blocks_per_seq);
   const int w = options_.max_blocks_per_seq;
-  auto* slots = reinterpret_cast<int64_t*>(staging_.data() + l.slots);
-  auto* tokens = reinterpret_cast<int32_t*>(staging_.data() + l.tokens);
-  auto* positions = reinterpret_cast<int32_t*>(staging_.data() + l.positions);
-  auto* seq_lens = reinterpret_cast<int32_t*>(staging_.data() + l.seq_lens);
-  auto* qsl = reinterpret_cast<int32_t*>(staging_.data() + l.qsl);
-  auto* logits = reinterpret_cast<int32_t*>(staging_.data() + l.logits);
-  auto* table = reinterpret_cast<int32_t*>(staging_.data() + l.table);
+  uint8_t* staging = staging_[next_staging_].get();
+  next_staging_ ^= 1;
+  auto* slots = reinterpret_cast<int64_t*>(staging + l.slots);
+  auto* tokens = reinterpret_cast<int32_t*>(staging + l.tokens);
+  auto* positions = reinterpret_cast<int32_t*>(staging + l.positions);
+  auto* seq_lens = reinterpret_cast<int32_t*>(staging + l.seq_lens);
+  auto* qsl = reinterpret_cast<int32_t*>(staging + l.qsl);
+  auto* logits = reinterpret_cast<int32_t*>(staging + l.logits);
+  auto* table = reinterpret_cast<int32_t*>(staging + l.table);
   const int src_w = batch.max_num_blocks_per_seq;
   for (int i = 0; i < b; ++i) {
     const auto u = static_cast<size_t>(i);
@@ -139,7 +143,11 @@ Expected<Tensor> DecodeGraphs::run_on_device(const ForwardBatch& batch) {
   // Upload only the prefix the graph of size b reads: everything but the table rows past b.
   const size_t bytes = l.table + 4 * static_cast<size_t>(b) * static_cast<size_t>(w);
   Ops& ops = model_.ops();
-  LOCUS_RETURN_IF_ERROR(ops.copy_into(staging_.data(), inputs_, bytes));
+  LOCUS_RETURN_IF_ERROR(ops.copy_into(staging, inputs_, bytes));
+  if (feed) {
+    LOCUS_ASSIGN_OR_RETURN(Tensor token_ids, view_for(b, bound).token_ids.slice(0, 0, n));
+    LOCUS_RETURN_IF_ERROR(feed(token_ids));
+  }
 
   auto key = std::make_pair(b, bound);
   auto it = graphs_.find(key);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -43,8 +44,11 @@ class DecodeGraphs {
   // Host f32 logits [num_seqs, vocab], as Model::forward would return.
   Expected<Tensor> run(const ForwardBatch& batch);
   // Same, leaving the logits on the device: rows [0, num_seqs) of the graph's output buffer,
-  // valid until the next run.
-  Expected<Tensor> run_on_device(const ForwardBatch& batch);
+  // valid until the next run. `feed`, when set, runs after the inputs' upload with the token
+  // ids' device view [num_seqs] (async scheduling: the previous step's sampled tokens go there
+  // on the device, and batch.token_ids is not read).
+  using TokenFeed = std::function<Status(Tensor& token_ids)>;
+  Expected<Tensor> run_on_device(const ForwardBatch& batch, const TokenFeed& feed = {});
   int num_captured() const { return static_cast<int>(graphs_.size()); }
 
  private:
@@ -61,7 +65,10 @@ class DecodeGraphs {
   // One device buffer: slot_mapping (i64) first, then i32 token_ids, positions, seq_lens,
   // query_start_loc, logits_indices and the block table, each sized for the largest batch.
   Tensor inputs_;
-  std::vector<uint8_t> staging_;
+  // Two host copies of the inputs (pinned where the backend has it), used in turn: a step may
+  // be queued while the one before it has not read its inputs yet (async scheduling).
+  std::shared_ptr<uint8_t[]> staging_[2];
+  int next_staging_ = 0;
   struct Captured {
     std::unique_ptr<Ops::Graph> graph;
     Tensor logits;  // the graph's output buffer (kept alive: the graph writes it on replay)

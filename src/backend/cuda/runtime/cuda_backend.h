@@ -97,6 +97,13 @@ class CudaBackend : public Ops {
   bool supports_sampling() const override { return true; }
   Status sample_rows(const Tensor& logits, std::span<const SamplingRowParams> rows,
                      std::span<int32_t> tokens) override;
+  // Async scheduling: the draw and the copy of its tokens to pinned memory are queued on the
+  // stream with an event behind them; collect_sampled waits on that event only.
+  Status sample_rows_async(const Tensor& logits, std::span<const SamplingRowParams> rows,
+                           int slot) override;
+  Status collect_sampled(int slot, std::span<int32_t> tokens) override;
+  Status copy_sampled_tokens(int slot, Tensor& dst) override;
+  Expected<std::shared_ptr<uint8_t[]>> host_staging(size_t bytes) override;
 
   bool supports_graphs() const override { return true; }
   // Stream capture of `body` (relaxed mode: the warm-up run has made every allocation and plan).
@@ -243,24 +250,31 @@ class CudaBackend : public Ops {
                                  const Tensor& host);
   std::unordered_map<const void*, CachedUpload> rope_tables_;
   std::unordered_map<const void*, CachedUpload> expert_tables_;
-  // sample_rows: pinned host staging (params out, tokens back) and its device twins.
+  // sample_rows: pinned host staging (params out, tokens back) and its device twins, one set
+  // per token slot (sample_rows uses slot 0; async scheduling alternates, so a step's params
+  // and tokens are not overwritten while the step before it is still queued).
   struct SamplingBuffers {
     size_t capacity_rows = 0;
-    SamplingRowParams* host_params = nullptr;  // pinned
-    int32_t* host_tokens = nullptr;            // pinned
-    Tensor device_params;
-    Tensor device_tokens;
+    SamplingRowParams* host_params[2] = {nullptr, nullptr};  // pinned
+    int32_t* host_tokens[2] = {nullptr, nullptr};            // pinned
+    Tensor device_params[2];
+    Tensor device_tokens[2];
+    size_t drawn[2] = {0, 0};                   // rows of the slot's last draw
+    cudaEvent_t ready[2] = {nullptr, nullptr};  // the slot's tokens are in host_tokens
     Tensor workspace;
     Tensor argmax_counters;  // i32 [capacity_rows], zeroed at allocation (launch_argmax_rows)
     Tensor argmax_partials;
     ~SamplingBuffers() {
-      if (host_params != nullptr) cudaFreeHost(host_params);
-      if (host_tokens != nullptr) cudaFreeHost(host_tokens);
+      for (int i = 0; i < 2; ++i) {
+        if (host_params[i] != nullptr) cudaFreeHost(host_params[i]);
+        if (host_tokens[i] != nullptr) cudaFreeHost(host_tokens[i]);
+        if (ready[i] != nullptr) cudaEventDestroy(ready[i]);
+      }
     }
   };
   std::unique_ptr<SamplingBuffers> sampling_;
-  // The sampled tokens (sampling_->device_tokens) to `tokens`: the one synchronization.
-  Status copy_tokens_back(std::span<int32_t> tokens);
+  // Queues the draw of `rows` into slot `slot` and the copy of its tokens to pinned memory.
+  Status launch_sampling(const Tensor& logits, std::span<const SamplingRowParams> rows, int slot);
 };
 
 }  // namespace locus
