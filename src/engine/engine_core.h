@@ -63,6 +63,8 @@ class EngineCore {
   // a request stopped first.
   int64_t steps_queued_ahead() const { return steps_queued_ahead_; }
   int64_t steps_dropped() const { return steps_dropped_; }
+  // Whether steps are queued ahead: the config asks and the runner can launch asynchronously.
+  bool async_scheduling() const { return async_; }
 
  private:
   EngineCore(const EngineConfig& config, std::unique_ptr<ModelRunner> runner,
