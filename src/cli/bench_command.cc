@@ -127,7 +127,7 @@ int run_latency_command(const LatencyCliOptions& o) {
                    "cache %d blocks, --max-num-seqs); no roofline ratio\n",
                    b, r->concurrent, me->num_kv_blocks);
     }
-    if (o.gpu.async_scheduling) {
+    if (r->fed_steps > 0 || o.gpu.async_scheduling == 1) {
       std::fprintf(stderr, "batch %d: %lld of %lld steps queued ahead (async scheduling)\n", b,
                    static_cast<long long>(r->fed_steps),
                    static_cast<long long>(r->graph_steps + r->eager_steps));
@@ -165,7 +165,9 @@ int run_latency_command(const LatencyCliOptions& o) {
                           {"input_len", o.input_len},
                           {"output_len", o.output_len},
                           {"enforce_eager", o.gpu.enforce_eager},
-                          {"async_scheduling", o.gpu.async_scheduling},
+                          {"async_scheduling", o.gpu.async_scheduling < 0    ? "default"
+                                               : o.gpu.async_scheduling == 1 ? "on"
+                                                                             : "off"},
                           {"cuda_graphs", graphs},
                           {"attention_backend", me->attention_backend},
                           {"moe_backend", me->moe_backend},

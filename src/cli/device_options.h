@@ -32,7 +32,7 @@ struct DeviceCliOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29501;
-  bool async_scheduling = false;
+  int async_scheduling = -1;  // -1: the engine's default (on for GPU runners)
 
   // A node other than node 0 runs headless: the same command line, with its --node-rank.
   bool headless() const { return nnodes > 1 && node_rank > 0; }
@@ -44,9 +44,13 @@ struct DeviceCliOptions {
                     "Share of GPU memory for weights, activations and the KV cache")
         ->check(CLI::Range(0.01, 1.0));
     cmd->add_flag("--enforce-eager", enforce_eager, "Run every step eagerly (no CUDA graphs)");
-    cmd->add_flag("--async-scheduling", async_scheduling,
-                  "Queue the next decode step on the device before the current one's tokens "
-                  "reach the host (steady decode with device sampling)");
+    cmd->add_flag_callback(
+        "--async-scheduling", [this] { async_scheduling = 1; },
+        "Queue the next decode step on the device before the current one's tokens reach the "
+        "host (the default on a GPU)");
+    cmd->add_flag_callback(
+        "--no-async-scheduling", [this] { async_scheduling = 0; },
+        "Run each step only after the one before has returned its tokens (the CPU's default)");
     cmd->add_option("--max-cudagraph-capture-size", max_cudagraph_capture_size,
                     "Largest decode batch replayed from a CUDA graph (0 = max-num-seqs, <= 512)")
         ->check(CLI::Range(0, 4096));
@@ -87,7 +91,7 @@ struct DeviceCliOptions {
     mo.device = device;
     mo.gpu_memory_utilization = gpu_memory_utilization;
     mo.enforce_eager = enforce_eager;
-    mo.engine.async_scheduling = async_scheduling;
+    if (async_scheduling >= 0) mo.engine.async_scheduling = async_scheduling == 1;
     mo.max_cudagraph_capture_size = max_cudagraph_capture_size;
     mo.tensor_parallel_cuda_graphs = tensor_parallel_cuda_graphs;
     mo.attention_backend = attention_backend;

@@ -25,9 +25,11 @@ struct EngineConfig {
   // The engine's first request id: data-parallel replicas start theirs far apart
   // (DataParallelEngine) so that an id names its replica.
   uint64_t first_request_id = 1;
-  // --async-scheduling: queue the next decode step behind the running one before its tokens
-  // reach the host (engine_core.h). Runners that cannot launch steps asynchronously ignore it.
-  bool async_scheduling = false;
+  // --async-scheduling / --no-async-scheduling: queue the next decode step behind the running
+  // one before its tokens reach the host (engine_core.h). Unset: on where the runner prefers it
+  // (a GPU), off elsewhere, like vLLM since 0.14. Runners that cannot launch steps
+  // asynchronously ignore it.
+  std::optional<bool> async_scheduling;
 };
 
 }  // namespace locus

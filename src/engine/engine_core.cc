@@ -35,7 +35,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& con
   // Async scheduling queues a request's next token before the step that plans it: each step
   // reserves that token's KV slot too, so the queued step never needs a block the scheduler
   // has not handed out yet.
-  if (config.async_scheduling && runner->supports_async_sampling()) {
+  if (wants_async(config, *runner)) {
     scheduler_config.num_lookahead_tokens = std::max(scheduler_config.num_lookahead_tokens, 1);
   }
   LOCUS_ASSIGN_OR_RETURN(auto scheduler, Scheduler::create(scheduler_config, kv));
@@ -50,7 +50,7 @@ EngineCore::EngineCore(const EngineConfig& config, std::unique_ptr<ModelRunner> 
       runner_(std::move(runner)),
       scheduler_(std::move(scheduler)),
       num_kv_blocks_(num_kv_blocks),
-      async_(config.async_scheduling && runner_->supports_async_sampling()) {}
+      async_(wants_async(config, *runner_)) {}
 
 Status EngineCore::add_request(EngineCoreRequest request) {
   if (request.params.n != 1) {

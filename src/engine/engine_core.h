@@ -63,8 +63,13 @@ class EngineCore {
   // a request stopped first.
   int64_t steps_queued_ahead() const { return steps_queued_ahead_; }
   int64_t steps_dropped() const { return steps_dropped_; }
-  // Whether steps are queued ahead: the config asks and the runner can launch asynchronously.
+  // Whether steps are queued ahead: the config asks (or leaves it to a runner that prefers it)
+  // and the runner can launch asynchronously.
   bool async_scheduling() const { return async_; }
+  static bool wants_async(const EngineConfig& config, const ModelRunner& runner) {
+    return config.async_scheduling.value_or(runner.prefers_async_sampling()) &&
+           runner.supports_async_sampling();
+  }
 
  private:
   EngineCore(const EngineConfig& config, std::unique_ptr<ModelRunner> runner,

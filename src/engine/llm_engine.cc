@@ -21,14 +21,12 @@ Expected<std::unique_ptr<LLMEngine>> LLMEngine::create(const EngineConfig& confi
                                                        std::unique_ptr<ModelRunner> runner,
                                                        DetokenizerFactory detokenizer_factory) {
   LOCUS_ASSIGN_OR_RETURN(auto core, EngineCore::create(config, std::move(runner)));
-  if (config.async_scheduling) {
-    if (core->async_scheduling()) {
-      log::info("async scheduling: decode steps are queued on the device ahead of their tokens");
-    } else {
-      log::warn(
-          "--async-scheduling has no effect: this model runner runs its steps in turn "
-          "(tensor-parallel, data-parallel with shared experts and multi-node runs do)");
-    }
+  if (core->async_scheduling()) {
+    log::info("async scheduling: decode steps are queued on the device ahead of their tokens");
+  } else if (config.async_scheduling.value_or(false)) {
+    log::warn(
+        "--async-scheduling has no effect: this model runner runs its steps in turn "
+        "(tensor-parallel, data-parallel with shared experts and multi-node runs do)");
   }
   return std::unique_ptr<LLMEngine>(
       new LLMEngine(config, std::move(core), std::move(detokenizer_factory)));

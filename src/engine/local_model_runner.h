@@ -55,6 +55,9 @@ class LocalModelRunner final : public ModelRunner {
   // Token slots alternate between launches; a fed step that replays a graph copies the tokens
   // on the device, any other fed step waits for them on the host first.
   bool supports_async_sampling() const override { return ops_->supports_sampling(); }
+  bool prefers_async_sampling() const override {
+    return ops_->supports_sampling() && ops_->supports_graphs();
+  }
   Status launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) override;
   Expected<std::vector<int32_t>> collect_sampled() override;
   // Also what a tensor-parallel peer runs (rank 0 returns the group's logits).

@@ -71,6 +71,9 @@ class ModelRunner {
   // With tokens_from_previous, row i's input token is the token the previous launched step
   // drew for its row i, taken where it was drawn; batch.token_ids is then not read.
   virtual bool supports_async_sampling() const { return false; }
+  // Whether async scheduling is worth it by default: the steps run on a device the host can
+  // queue ahead of (a GPU), not on the calling threads.
+  virtual bool prefers_async_sampling() const { return false; }
   virtual Status launch_sampled(const ModelInputBatch& batch, bool tokens_from_previous) {
     (void)batch, (void)tokens_from_previous;
     return unsupported("this model runner does not launch steps asynchronously");

@@ -12,7 +12,7 @@ import { assert, assertEq, Checks, launchServer, parseArgs, stopServer, waitIdle
 const args = parseArgs(process.argv, ['locus', 'demo']);
 const reference = JSON.parse(fs.readFileSync(path.join(args.demo, 'reference.json'), 'utf8'));
 const asyncServer = await launchServer(args.locus, ['--async-scheduling']);
-const syncServer = await launchServer(args.locus, []);
+const syncServer = await launchServer(args.locus, ['--no-async-scheduling']);
 const client = (server) =>
   new OpenAI({ apiKey: 'none', baseURL: `${server.baseUrl}/v1`, maxRetries: 0 });
 const fast = client(asyncServer);
