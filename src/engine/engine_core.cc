@@ -115,10 +115,14 @@ Status EngineCore::step(std::vector<EngineCoreOutput>& outputs) {
 }
 
 Status EngineCore::run_planned(std::vector<EngineCoreOutput>& outputs) {
+  build_model_input(scheduled_, runner_->kv_cache_spec().block_size, built_);
+  return run_built(outputs);
+}
+
+Status EngineCore::run_built(std::vector<EngineCoreOutput>& outputs) {
   SchedulerOutput& scheduled = scheduled_;
   const int vocab = runner_->vocab_size();
   BuiltBatch& built = built_;
-  build_model_input(scheduled, runner_->kv_cache_spec().block_size, built);
   const size_t n = scheduled.scheduled.size();
   ModelRunnerOutput& out = runner_output_;
   out.sampled_token_ids.assign(n, -1);

@@ -79,6 +79,8 @@ class EngineCore {
   bool try_device_sampling(const SchedulerOutput& scheduled, BuiltBatch& built);
   // The planned step (scheduled_) from building its inputs on, synchronously.
   Status run_planned(std::vector<EngineCoreOutput>& outputs);
+  // The same once built_ holds the planned step's inputs.
+  Status run_built(std::vector<EngineCoreOutput>& outputs);
   Status step_async(std::vector<EngineCoreOutput>& outputs);
   // The step after the launched one (scheduled_ / built_) into next_, when it is known without
   // the launched step's tokens; false when it is not.

@@ -123,7 +123,7 @@ Status EngineCore::step_async(std::vector<EngineCoreOutput>& outputs) {
     }
     build_model_input(scheduled_, runner_->kv_cache_spec().block_size, built_);
     // Host-sampled steps (logprobs, penalties, prompt logprobs) run as before.
-    if (!try_device_sampling(scheduled_, built_)) return run_planned(outputs);
+    if (!try_device_sampling(scheduled_, built_)) return run_built(outputs);
     LOCUS_RETURN_IF_ERROR(runner_->launch_sampled(built_.batch, false));
     launched_ = true;
   }

@@ -120,21 +120,12 @@ Expected<std::vector<int32_t>> FakeModel::execute_sampled(const ModelInputBatch&
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, execute(batch));
   const auto vocab = static_cast<size_t>(config_.vocab_size);
   std::vector<int32_t> tokens(batch.device_sampling.size(), -1);
-  std::vector<float> work, float_scratch;
-  std::vector<int32_t> index_scratch;
+  // The CPU backend's sample_rows draw, row by row.
+  DrawScratch scratch;
   for (size_t r = 0; r < tokens.size(); ++r) {
     const SamplingRowParams& p = batch.device_sampling[r];
-    std::span<const float> raw(logits.data<float>() + r * vocab, vocab);
-    if (p.temperature < kGreedyTemperatureEpsilon) {
-      tokens[r] = argmax(raw);
-      continue;
-    }
-    work.assign(raw.begin(), raw.end());
-    apply_temperature(work, p.temperature);
-    apply_min_p(work, p.min_p);
-    if (p.top_k > 0) apply_top_k(work, p.top_k, float_scratch);
-    apply_top_p(work, p.top_p, index_scratch);
-    tokens[r] = sample_from_logits(work, p.u, float_scratch);
+    tokens[r] = draw_plain(std::span<const float>(logits.data<float>() + r * vocab, vocab),
+                           p.temperature, p.top_k, p.top_p, p.min_p, p.u, scratch);
   }
   return tokens;
 }

@@ -6,6 +6,8 @@
 #include <functional>
 #include <limits>
 
+#include "sampling/sampling_params.h"
+
 namespace locus {
 
 namespace {
@@ -217,6 +219,17 @@ int32_t sample_from_logits(std::span<const float> logits, float u, std::vector<f
     if (cumulative > target) return last_possible;
   }
   return last_possible;  // rounding left target just past the sum
+}
+
+int32_t draw_plain(std::span<const float> logits, float temperature, int top_k, float top_p,
+                   float min_p, float u, DrawScratch& scratch) {
+  if (temperature < kGreedyTemperatureEpsilon) return argmax(logits);
+  scratch.work.assign(logits.begin(), logits.end());
+  apply_temperature(scratch.work, temperature);
+  apply_min_p(scratch.work, min_p);
+  if (top_k > 0) apply_top_k(scratch.work, top_k, scratch.floats);
+  apply_top_p(scratch.work, top_p, scratch.indices);
+  return sample_from_logits(scratch.work, u, scratch.floats);
 }
 
 }  // namespace locus

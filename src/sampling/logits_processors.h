@@ -56,4 +56,15 @@ int32_t sample_from_logits(std::span<const float> logits, float u);
 // Same, with caller-owned scratch for the weights (no allocation per draw).
 int32_t sample_from_logits(std::span<const float> logits, float u, std::vector<float>& weights);
 
+// One plain draw as a device sampler makes it (no history, no logprobs): argmax below
+// kGreedyTemperatureEpsilon, else temperature, min_p, top_k (> 0), top_p, then the draw with u.
+// The scratch vectors are the caller's, reused across rows.
+struct DrawScratch {
+  std::vector<float> work;
+  std::vector<float> floats;
+  std::vector<int32_t> indices;
+};
+int32_t draw_plain(std::span<const float> logits, float temperature, int top_k, float top_p,
+                   float min_p, float u, DrawScratch& scratch);
+
 }  // namespace locus

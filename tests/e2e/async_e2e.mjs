@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { assert, assertEq, Checks, launchServer, parseArgs, stopServer, waitIdle } from './harness.mjs';
+import { assert, assertEq, Checks, demoExpected as expected, launchServer, parseArgs, stopServer,
+         waitIdle } from './harness.mjs';
 
 const args = parseArgs(process.argv, ['locus', 'demo']);
 const reference = JSON.parse(fs.readFileSync(path.join(args.demo, 'reference.json'), 'utf8'));
@@ -19,19 +20,6 @@ const fast = client(asyncServer);
 const plain = client(syncServer);
 const checks = new Checks();
 
-// The reference keeps the end token it stopped on; the API stops there and leaves it out.
-const END_TOKENS = ['<|im_end|>', '<|endoftext|>'];
-function expected(g) {
-  let text = g.output_text;
-  let finish = 'length';
-  for (const end of END_TOKENS) {
-    if (text.endsWith(end)) {
-      text = text.slice(0, -end.length);
-      finish = 'stop';
-    }
-  }
-  return { text, finish };
-}
 
 const texts = reference.greedy.filter((g) => g.kind === 'text');
 assert(texts.length >= 2, 'the reference has text prompts');

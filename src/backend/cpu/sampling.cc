@@ -22,22 +22,11 @@ Status CpuBackend::sample_rows(const Tensor& logits, std::span<const SamplingRow
   }
   const auto vocab = static_cast<size_t>(logits.size(1));
   const float* data = logits.data<float>();
-  std::vector<float> work;
-  std::vector<float> float_scratch;
-  std::vector<int32_t> index_scratch;
+  DrawScratch scratch;
   for (size_t r = 0; r < rows.size(); ++r) {
     const SamplingRowParams& p = rows[r];
-    std::span<const float> raw(data + r * vocab, vocab);
-    if (p.temperature < kGreedyTemperatureEpsilon) {
-      tokens[r] = argmax(raw);
-      continue;
-    }
-    work.assign(raw.begin(), raw.end());
-    apply_temperature(work, p.temperature);
-    apply_min_p(work, p.min_p);
-    if (p.top_k > 0) apply_top_k(work, p.top_k, float_scratch);
-    apply_top_p(work, p.top_p, index_scratch);
-    tokens[r] = sample_from_logits(work, p.u, float_scratch);
+    tokens[r] = draw_plain(std::span<const float>(data + r * vocab, vocab), p.temperature, p.top_k,
+                           p.top_p, p.min_p, p.u, scratch);
   }
   return Status::ok();
 }
