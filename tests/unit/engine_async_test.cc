@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -165,6 +167,34 @@ TEST(AsyncScheduling, OneLongDecodeQueuesEveryStepItCan) {
   // step reserves means a new KV block never stops one from being queued.
   EXPECT_EQ(async.queued, 48);
   EXPECT_EQ(async.dropped, 0);
+}
+
+// A fake runner that prefers async scheduling, as a GPU runner with graphs does.
+class PreferringFakeModel final : public FakeModel {
+ public:
+  using FakeModel::FakeModel;
+  bool prefers_async_sampling() const override { return true; }
+};
+
+// Unset, the choice is the runner's (on for a GPU runner, like vLLM's default); set, it is the
+// config's; a runner that cannot launch asynchronously never queues steps.
+TEST(AsyncScheduling, UnsetFollowsTheRunnersPreference) {
+  auto queues = [](std::optional<bool> setting, std::unique_ptr<FakeModel> runner) {
+    EngineConfig c = config(false);
+    c.async_scheduling = setting;
+    auto core = EngineCore::create(c, std::move(runner));
+    EXPECT_TRUE(core.has_value());
+    return core.has_value() && (*core)->async_scheduling();
+  };
+  auto preferring = [] { return std::make_unique<PreferringFakeModel>(fake_config()); };
+  auto plain = [] { return std::make_unique<FakeModel>(fake_config()); };
+  auto unable = [] { return std::make_unique<PreferringFakeModel>(fake_config(false)); };
+  EXPECT_TRUE(queues(std::nullopt, preferring()));
+  EXPECT_FALSE(queues(std::nullopt, plain()));
+  EXPECT_FALSE(queues(false, preferring()));
+  EXPECT_TRUE(queues(true, plain()));
+  EXPECT_FALSE(queues(true, unable()));
+  EXPECT_FALSE(queues(std::nullopt, unable()));
 }
 
 TEST(AsyncScheduling, SameTokensWithPreemptionAndChunkedPrefill) {
