@@ -499,6 +499,59 @@ TEST_F(CudaOps, PreNormFusedIntoTheGemvEqualsTheTwoOps) {
   cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
 }
 
+// The o projection and the router as one op: at decode sizes one launch (the router as the
+// projection's tail), above them the two ops; either way bit-equal to linear followed by
+// add_rms_norm_moe_router on the GPU.
+TEST_F(CudaOps, ProjectionThenRouterEqualsTheTwoOps) {
+  const int64_t hidden = 512, heads = 1024, experts = 64;
+  LinearWeight proj, router;
+  proj.weight = bf16_exact(random_f32({hidden, heads}, 9100, -0.05f, 0.05f));
+  router.weight = bf16_exact(random_f32({experts, hidden}, 9101, -0.1f, 0.1f));
+  const LinearWeight gproj = gpu_->prepare_linear(proj).value();
+  const LinearWeight grouter = gpu_->prepare_linear(router).value();
+  MoeRouting r;
+  r.top_k = 6;
+  r.renormalize = true;
+  const Tensor norm_w = random_f32({hidden}, 9102, 0.5f, 1.5f);
+  for (const int64_t m : {1, 3, 8, 9}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    const uint64_t seed = 9200 + static_cast<uint64_t>(m);
+    const Tensor x = up(bf16_exact(random_f32({m, heads}, seed)));
+    const Tensor residual = up(bf16_exact(random_f32({m, hidden}, seed + 1)));
+    auto fresh_step = [&] {
+      return AddRmsNorm{residual, out_bf16({m, hidden}), norm_w,
+                        1e-6f,    out_bf16({m, hidden}), out_bf16({m, hidden})};
+    };
+    struct RouterOut {
+      Tensor logits, ids, weights;
+    };
+    auto fresh_routed = [&] {
+      return RouterOut{gpu_->empty({m, experts}, DType::kF32).value(),
+                       gpu_->empty({m, 6}, DType::kI32).value(),
+                       gpu_->empty({m, 6}, DType::kF32).value()};
+    };
+    AddRmsNorm step = fresh_step();
+    RouterOut got = fresh_routed();
+    ASSERT_TRUE(gpu_->linear_add_rms_norm_moe_router(x, gproj, step, grouter, Tensor(), r,
+                                                     got.logits, got.ids, got.weights)
+                    .is_ok());
+    AddRmsNorm ref = fresh_step();
+    RouterOut want = fresh_routed();
+    Tensor ref_delta = ref.delta;
+    ASSERT_TRUE(gpu_->linear(x, gproj, ref_delta).is_ok());
+    ASSERT_TRUE(gpu_->add_rms_norm_moe_router(ref, grouter, Tensor(), r, want.logits, want.ids,
+                                              want.weights)
+                    .is_ok());
+    EXPECT_EQ(down(step.delta), down(ref.delta));
+    EXPECT_EQ(down(step.residual_out), down(ref.residual_out));
+    EXPECT_EQ(down(step.normed), down(ref.normed));
+    EXPECT_EQ(down(got.logits), down(want.logits));
+    EXPECT_EQ(down(got.weights), down(want.weights));
+    Tensor gi = gpu_->to_host(got.ids).value(), wi = gpu_->to_host(want.ids).value();
+    EXPECT_EQ(std::memcmp(gi.raw_data(), wi.raw_data(), gi.nbytes()), 0);
+  }
+}
+
 // The merged projection (fused QKV): one GEMV launch over three weights with biases at decode
 // sizes, cuBLASLt GEMMs into column slices above; both against the CPU's separate projections.
 TEST_F(CudaOps, MergedLinearOverThreeWeights) {

@@ -57,6 +57,15 @@ class RecordingCudaBackend final : public CudaBackend {
     return CudaBackend::do_add_rms_norm_moe_router(step, router, correction_bias, routing,
                                                    router_logits, topk_ids, topk_weights);
   }
+  Status do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                           const AddRmsNorm& step, const LinearWeight& router,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights) override {
+    logits_ = router_logits;
+    return CudaBackend::do_linear_add_rms_norm_moe_router(
+        x, proj, step, router, correction_bias, routing, router_logits, topk_ids, topk_weights);
+  }
   Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override {
     logits_ = router_logits;

@@ -51,22 +51,27 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
 }
 
 Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
-  return run(ops, x, nullptr, 0);
+  return run(ops, x, nullptr, 0, nullptr);
 }
 
-Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens) const {
-  return run(ops, step.normed, &step, dp_max_tokens);
+Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens,
+                                   const PendingProjection* proj) const {
+  return run(ops, step.normed, &step, dp_max_tokens, proj);
 }
 
 Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step,
-                               int64_t dp_max_tokens) const {
+                               int64_t dp_max_tokens, const PendingProjection* proj) const {
   const int64_t tokens = x.size(0);
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({tokens, router_.out_features()}, DType::kF32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({tokens, k}, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({tokens, k}, DType::kF32));
-  if (step != nullptr) {
+  if (proj != nullptr) {
+    LOCUS_RETURN_IF_ERROR(ops.linear_add_rms_norm_moe_router(proj->input, *proj->weight, *step,
+                                                             router_, correction_bias_, routing_,
+                                                             logits, topk_ids, topk_weights));
+  } else if (step != nullptr) {
     LOCUS_RETURN_IF_ERROR(ops.add_rms_norm_moe_router(*step, router_, correction_bias_, routing_,
                                                       logits, topk_ids, topk_weights));
   } else {

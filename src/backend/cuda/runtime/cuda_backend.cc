@@ -635,7 +635,7 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
   }
   if (cuda::paged_attention_counter_slots(a) > 0) {
     LOCUS_ASSIGN_OR_RETURN(a.split_counters, split_counters());
-    a.split_counter_slots = a.split_counters != nullptr ? kRouterCounterSlot : 0;
+    a.split_counter_slots = a.split_counters != nullptr ? kProjArrivalSlot : 0;
   }
   const cudaError_t err = cuda::launch_paged_attention(a, stream_);
   if (err == cudaErrorInvalidValue) {

@@ -150,6 +150,11 @@ class CudaBackend : public Ops {
                                     const Tensor& correction_bias, const MoeRouting& routing,
                                     Tensor& router_logits, Tensor& topk_ids,
                                     Tensor& topk_weights) override;
+  Status do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                           const AddRmsNorm& step, const LinearWeight& router,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights) override;
   Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
@@ -218,8 +223,10 @@ class CudaBackend : public Ops {
                                            Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
-  // The last slot belongs to the fused router (moe_router); attention splits get the rest.
+  // The last slot belongs to the fused router (moe_router), the one before it to the
+  // projection + router launch (its CTAs' arrivals); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
+  static constexpr size_t kProjArrivalSlot = kSplitCounterSlots - 2;
   Expected<int*> split_counters();
   Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).

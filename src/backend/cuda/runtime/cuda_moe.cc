@@ -2,7 +2,9 @@
 // and the routed experts (the GEMV path for a few tokens, the aligned grouped GEMMs otherwise).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
@@ -131,6 +133,63 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
                                             router_logits, topk_ids, topk_weights, &pre));
   if (err == cudaErrorNotSupported) return unfused();
   return cuda_status("add_rms_norm_moe_router (gemv)", err);
+}
+
+namespace {
+
+// LOCUS_CUDA_PROJ_ROUTE=1 / 0: the output projection and the router as one launch or two.
+// Off unless asked until it has been timed on a GPU.
+bool proj_route_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOCUS_CUDA_PROJ_ROUTE");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
+
+}  // namespace
+
+Status CudaBackend::do_linear_add_rms_norm_moe_router(
+    const Tensor& x, const LinearWeight& proj_in, const AddRmsNorm& step,
+    const LinearWeight& router_in, const Tensor& correction_bias, const MoeRouting& routing,
+    Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
+  const int64_t m = x.size(0), k = x.size(1), n = step.normed.size(1);
+  auto unfused = [&] {
+    return Ops::do_linear_add_rms_norm_moe_router(x, proj_in, step, router_in, correction_bias,
+                                                  routing, router_logits, topk_ids, topk_weights);
+  };
+  // Decode: the router runs as the projection's tail (gemv_proj_route.cuh), one kernel
+  // boundary fewer per MoE layer. Anything else: the two ops.
+  if (!proj_route_enabled() || !options_.small_batch_gemv || m > cuda::kGemvMaxRows ||
+      proj_in.bias.defined() || router_in.bias.defined() || x.dtype() != DType::kBF16 ||
+      !on_cuda(x) || x.stride(0) % 8 != 0 || x.stride(1) != 1 || !on_cuda(router_logits) ||
+      !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return unfused();
+  cuda::GemvAddRmsNorm pre;
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  if (!fits) return unfused();
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
+  Tensor bias;
+  if (correction_bias.defined()) {
+    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
+  }
+  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
+  auto timer = profile("linear_add_rms_norm_moe_router", m, router.out_features());
+  cuda::MoeRouteArgs a = route_args(routing, m, router.out_features());
+  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.topk_ids = topk_ids.data<int32_t>();
+  a.topk_weights = topk_weights.data<float>();
+  const cudaError_t err = cuda::launch_gemv_proj_route(
+      x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
+      static_cast<int>(n), static_cast<int>(k), router.weight.raw_data(),
+      router_logits.data<float>(), a, counters + kProjArrivalSlot, counters + kRouterCounterSlot,
+      stream_, pre);
+  if (err == cudaErrorNotSupported) {
+    cudaGetLastError();
+    return unfused();
+  }
+  return cuda_status("linear_add_rms_norm_moe_router (gemv)", err);
 }
 
 Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,

@@ -83,6 +83,17 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
                               int m, int k, const MoeRouteArgs& route, int* counter,
                               cudaStream_t stream, const GemvAddRmsNorm* pre = nullptr);
 
+// The attention's output projection with the router as its tail (decode, streaming kernels
+// only): y bf16 [m, n] = x W^T (W bf16 [n, k], no bias), then launch_gemv_route's contract with
+// `pre` (pre.delta == y) and the router W_r bf16 [E, n], in one launch whose first CTAs also run
+// the router (gemv_proj_route.cuh); bit-identical to launch_gemv + launch_gemv_route. `arrived`
+// and `counter` are two zeroed ints the launch leaves zero. cudaErrorNotSupported: the caller
+// runs the two launches instead.
+cudaError_t launch_gemv_proj_route(const void* x, int64_t x_row_stride, const void* w, void* y,
+                                   int m, int n, int k, const void* router_w, float* logits,
+                                   const MoeRouteArgs& route, int* arrived, int* counter,
+                                   cudaStream_t stream, const GemvAddRmsNorm& pre);
+
 // The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
 // h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then
 // out[t] = bf16(sum_j topk_weights[t, j] * (down_e . h[t, j])) summed in j order. Each expert's
