@@ -404,6 +404,7 @@ TEST_F(GpuGemv, ProjectionWithRouterTailEqualsTheTwoLaunches) {
   };
   const std::vector<Case> cases = {
       {1, 2048, 4096, 128, 8, cuda::MoeScoring::kSoftmax, cuda::MoeTopk::kGreedy, 1, 1, false},
+      {3, 2048, 4096, 128, 8, cuda::MoeScoring::kSoftmax, cuda::MoeTopk::kGreedy, 1, 1, false},
       {3, 1024, 2048, 64, 6, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kNoauxTc, 8, 4, true},
       {8, 512, 1024, 256, 8, cuda::MoeScoring::kSigmoid, cuda::MoeTopk::kGroupLimitedGreedy, 8, 3,
        false},

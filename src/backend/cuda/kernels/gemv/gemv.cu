@@ -370,13 +370,18 @@ cudaError_t launch_gemv_proj_route(const void* x, int64_t x_row_stride, const vo
   if (static_cast<int64_t>(grid) * gemv::kUnitRows < r.num_experts) return cudaErrorNotSupported;
   r.logits = logits;
   const size_t smem = fixed + stages * stage_bytes;
+  static const int poll_ns = [] {
+    const char* v = std::getenv("LOCUS_EXP_POLL_NS");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
   auto launch = [&](auto* kernel) {
     const cudaError_t err = allow_smem(kernel, smem);
     if (err != cudaSuccess) return err;
     return launch_pdl(kernel, dim3(grid), gemv::kStreamThreads, smem, stream,
                       static_cast<const bf16*>(x), x_row_stride, static_cast<const bf16*>(w),
                       static_cast<bf16*>(y), n, k, static_cast<int>(stages),
-                      static_cast<const bf16*>(router_w), logits, r, arrived, counter, pre);
+                      static_cast<const bf16*>(router_w), logits, r, arrived, counter, pre,
+                      poll_ns);
   };
   switch (m) {
     case 1:

@@ -86,7 +86,8 @@ __device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int
 // normed. Thread t takes 16-byte chunks t, t + 256, ...; the sums of squares reduce by warp
 // shuffles and then over the warps in order, so at k = 2048 (one chunk per thread) every value
 // is bit-identical to add_rms_norm_vec_kernel's.
-template <int M, typename Sync>
+// kL2: residual and delta are read past L1 (__ldcg), for rows other CTAs of the same launch wrote.
+template <int M, bool kL2 = false, typename Sync>
 __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights& nw,
                                          uint4* xs, int k, Sync sync) {
   __shared__ float partial[M][kWarps];
@@ -106,8 +107,13 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWe
     uint4 rv[M], dv[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      rv[m] = *reinterpret_cast<const uint4*>(residual + at(m, c));
-      dv[m] = *reinterpret_cast<const uint4*>(delta + at(m, c));
+      if constexpr (kL2) {
+        rv[m] = __ldcg(reinterpret_cast<const uint4*>(residual + at(m, c)));
+        dv[m] = __ldcg(reinterpret_cast<const uint4*>(delta + at(m, c)));
+      } else {
+        rv[m] = *reinterpret_cast<const uint4*>(residual + at(m, c));
+        dv[m] = *reinterpret_cast<const uint4*>(delta + at(m, c));
+      }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m) {

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     proj_route_stream_kernel(const bf16* __restrict__ x, int64_t x_stride,
                              const bf16* __restrict__ w, bf16* y, int n, int k, int stages,
                              const bf16* __restrict__ wr, float* logits, MoeRouteArgs route,
-                             int* arrived, int* counter, GemvAddRmsNorm pre) {
+                             int* arrived, int* counter, GemvAddRmsNorm pre, int poll_ns) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int chunks = k / 8;
   const int n_chunks = n / 8;
@@ -139,12 +139,13 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   if (!router_cta) return;
   if (threadIdx.x == 0) {
     while (acquire_load(arrived) < static_cast<int>(gridDim.x)) {
+      if (poll_ns > 0) __nanosleep(poll_ns);
     }
   }
   sync();
   // Every projection row is in y: the pre-norm of residual + y into xs (CTA 0 writes
   // residual_out and normed), then this CTA's router rows from shared memory.
-  add_rms_norm_rows<M>(pre, nw, s.xs, n, sync);
+  add_rms_norm_rows<M, true>(pre, nw, s.xs, n, sync);
   sync();
   bulk::mbar_wait(wr_full, 0);
   const int row = static_cast<int>(blockIdx.x) * kUnitRows + warp;
