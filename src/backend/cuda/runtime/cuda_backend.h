@@ -8,11 +8,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/runtime/cublas_gemm.h"
 #include "backend/cuda/runtime/device_allocator.h"
 #include "backend/cuda/runtime/op_profiler.h"
@@ -221,12 +223,31 @@ class CudaBackend : public Ops {
                                            const Tensor& correction_bias, const MoeRouting& routing,
                                            Tensor& router_logits, Tensor& topk_ids,
                                            Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre);
+  // The folded router (LOCUS_CUDA_PROJ_ROUTE=fold): false when it does not apply.
+  Expected<bool> fold_route(const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step,
+                            const LinearWeight& router, const Tensor& correction_bias,
+                            const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
+                            Tensor& topk_weights);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
   // The last slot belongs to the fused router (moe_router), the one before it to the
   // projection + router launch (its CTAs' arrivals); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
   static constexpr size_t kProjArrivalSlot = kSplitCounterSlots - 2;
+  static constexpr size_t kFoldCounterSlot = kSplitCounterSlots - 3;
+  // The folded router's weights of one MoE layer (gemv_fold_route.cuh), keyed by the prepared
+  // router weight; made on the first call outside graph capture.
+  struct FoldedRouter {
+    Tensor mf;  // bf16 [E, k]: (Wr * g) Wo
+    Tensor wg;  // bf16 [E, n]: Wr * g
+  };
+  std::unordered_map<const void*, FoldedRouter> folded_routers_;
+  // What a folded router leaves to the next moe_experts call: its pre-norm step and weights.
+  struct PendingFold {
+    const void* normed = nullptr;
+    cuda::MoeFoldArgs args;
+  };
+  std::optional<PendingFold> pending_fold_;
   Expected<int*> split_counters();
   Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
@@ -137,14 +138,20 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
 
 namespace {
 
-// LOCUS_CUDA_PROJ_ROUTE=1 / 0: the output projection and the router as one launch or two.
-// Off unless asked until it has been timed on a GPU.
-bool proj_route_enabled() {
-  static const bool on = [] {
+// LOCUS_CUDA_PROJ_ROUTE=1: the router as the output projection's tail; =fold: the folded
+// router beside the projection (gemv_fold_route.cuh); otherwise two launches. Experiments.
+int proj_route_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("LOCUS_CUDA_PROJ_ROUTE");
-    return v != nullptr && std::string_view(v) == "1";
+    if (v == nullptr) return 0;
+    if (std::string_view(v) == "1") return 1;
+    if (std::string_view(v) == "fold") return 2;
+    return 0;
   }();
-  return on;
+  return mode;
+}
+bool proj_route_enabled() {
+  return proj_route_mode() == 1;
 }
 
 }  // namespace
@@ -158,6 +165,11 @@ Status CudaBackend::do_linear_add_rms_norm_moe_router(
     return Ops::do_linear_add_rms_norm_moe_router(x, proj_in, step, router_in, correction_bias,
                                                   routing, router_logits, topk_ids, topk_weights);
   };
+  if (proj_route_mode() == 2) {
+    LOCUS_ASSIGN_OR_RETURN(bool folded, fold_route(x, proj_in, step, router_in, correction_bias,
+                                                   routing, router_logits, topk_ids, topk_weights));
+    if (folded) return Status{};
+  }
   // Decode: the router runs as the projection's tail (gemv_proj_route.cuh), one kernel
   // boundary fewer per MoE layer. Anything else: the two ops.
   if (!proj_route_enabled() || !options_.small_batch_gemv || m > cuda::kGemvMaxRows ||
@@ -190,6 +202,80 @@ Status CudaBackend::do_linear_add_rms_norm_moe_router(
     return unfused();
   }
   return cuda_status("linear_add_rms_norm_moe_router (gemv)", err);
+}
+
+Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj_in,
+                                       const AddRmsNorm& step, const LinearWeight& router_in,
+                                       const Tensor& correction_bias, const MoeRouting& routing,
+                                       Tensor& router_logits, Tensor& topk_ids,
+                                       Tensor& topk_weights) {
+  const int64_t m = x.size(0), k = x.size(1), n = step.normed.size(1);
+  // Only softmax routing without a bias or groups: there the norm's scale cannot change the
+  // order of the experts.
+  if (routing.scoring != ScoringFunc::kSoftmax || correction_bias.defined() ||
+      routing.topk_method != TopkMethod::kGreedy || !options_.small_batch_gemv ||
+      proj_in.bias.defined() || router_in.bias.defined() || x.dtype() != DType::kBF16 ||
+      !on_cuda(x) || x.stride(0) % 8 != 0 || x.stride(1) != 1 || !on_cuda(router_logits) ||
+      !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return false;
+  cuda::GemvAddRmsNorm pre;
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  if (!fits) return false;
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
+  const int64_t experts = router.out_features();
+  // The folded weights, made on the first call outside capture (the profiling step).
+  const void* key = router.weight.raw_data();
+  auto it = folded_routers_.find(key);
+  if (it == folded_routers_.end()) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream_, &capturing);
+    if (capturing != cudaStreamCaptureStatusNone) return false;
+    if (proj.weight.dtype() != DType::kBF16 || router.weight.dtype() != DType::kBF16 ||
+        proj.out_features() != n || router.in_features() != n)
+      return false;
+    FoldedRouter f;
+    LOCUS_ASSIGN_OR_RETURN(f.mf, do_empty({experts, k}, DType::kBF16));
+    LOCUS_ASSIGN_OR_RETURN(f.wg, do_empty({experts, n}, DType::kBF16));
+    LOCUS_RETURN_IF_ERROR(cuda_status(
+        "fold_router_weights", cuda::launch_fold_router_weights(
+                                   router.weight.raw_data(), pre.weight, proj.weight.raw_data(),
+                                   f.mf.raw_data(), f.wg.raw_data(), static_cast<int>(experts),
+                                   static_cast<int>(n), static_cast<int>(k), stream_)));
+    it = folded_routers_.emplace(key, std::move(f)).first;
+  }
+  if (!cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k)) ||
+      pending_fold_.has_value())
+    return false;
+  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
+  auto timer = profile("fold_route", m, experts);
+  cuda::FoldRouteArgs f;
+  f.mf = it->second.mf.raw_data();
+  f.wg = it->second.wg.raw_data();
+  f.residual = pre.residual;
+  f.logits = router_logits.data<float>();
+  f.topk_ids = topk_ids.data<int32_t>();
+  f.experts = static_cast<int>(experts);
+  f.top_k = static_cast<int>(routing.top_k);
+  f.counter = counters + kFoldCounterSlot;
+  const cudaError_t err = cuda::launch_gemv_fold_route(
+      x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
+      static_cast<int>(n), static_cast<int>(k), f, stream_);
+  if (err == cudaErrorNotSupported) {
+    cudaGetLastError();
+    return false;
+  }
+  LOCUS_RETURN_IF_ERROR(cuda_status("fold_route (gemv)", err));
+  PendingFold pending;
+  pending.normed = step.normed.raw_data();
+  pending.args.pre = pre;
+  pending.args.logits = router_logits.data<float>();
+  pending.args.topk_weights = topk_weights.data<float>();
+  pending.args.experts = static_cast<int>(experts);
+  pending.args.renormalize = routing.renormalize;
+  pending.args.scale = routing.routed_scaling_factor;
+  pending_fold_ = pending;
+  return true;
 }
 
 Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,
@@ -254,6 +340,8 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
                                    const Tensor& topk_weights,
                                    std::span<const ExpertWeights> experts, Tensor& out) {
   auto timer = profile("moe_experts", x.size(0));
+  // A folded router's pre-norm step and weights run in this call's gate_up launch.
+  const std::optional<PendingFold> fold = std::exchange(pending_fold_, std::nullopt);
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "out", out));
   LOCUS_ASSIGN_OR_RETURN(ExpertTable experts_table, expert_pointer_table(experts));
@@ -300,6 +388,11 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
     g.top_k = a.top_k;
     g.hidden = a.hidden;
     g.inter = a.inter;
+    if (fold.has_value()) {
+      if (x.raw_data() != fold->normed || !cuda::moe_gemv_supported(g))
+        return internal_error("moe_experts on cuda: a folded router's experts must follow it");
+      g.fold = &fold->args;
+    }
     if (cuda::moe_gemv_supported(g)) {
       g.workspace_bytes = cuda::moe_gemv_workspace_bytes(g);
       LOCUS_ASSIGN_OR_RETURN(Tensor h,
@@ -308,6 +401,8 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
       return cuda_status("moe_experts (gemv)", cuda::launch_moe_gemv(g, stream_));
     }
   }
+  if (fold.has_value())
+    return internal_error("moe_experts on cuda: a folded router's experts must take the GEMVs");
   const size_t ws = cuda::moe_experts_workspace_bytes(a);
   Tensor workspace;
   if (ws > 0) {

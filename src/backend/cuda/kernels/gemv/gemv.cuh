@@ -88,12 +88,15 @@ __device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int
 // is bit-identical to add_rms_norm_vec_kernel's.
 // kL2: residual and delta are read past L1 (__ldcg), for rows other CTAs of the same launch wrote.
 template <int M, bool kL2 = false, typename Sync>
+// writer: whether this CTA writes residual_out and normed (-1: CTA 0 does); inv_out gets each
+// row's 1 / rms.
 __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights& nw,
-                                         uint4* xs, int k, Sync sync) {
+                                         uint4* xs, int k, Sync sync, int writer_cta = -1,
+                                         float* inv_out = nullptr) {
   __shared__ float partial[M][kWarps];
   const int chunks = k / 8;
   const int t = threadIdx.x;
-  const bool writer = blockIdx.x == 0;
+  const bool writer = writer_cta < 0 ? blockIdx.x == 0 : writer_cta != 0;
   const auto* residual = static_cast<const bf16*>(pre.residual);
   const auto* delta = static_cast<const bf16*>(pre.delta);
   auto at = [k](int m, int c) { return static_cast<int64_t>(m) * k + static_cast<int64_t>(c) * 8; };
@@ -148,6 +151,7 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWe
     for (int w = 0; w < kWarps; ++w)
       total += partial[m][w];
     inv[m] = rsqrtf(total / static_cast<float>(k) + pre.eps);
+    if (inv_out != nullptr) inv_out[m] = inv[m];
   }
   int i = 0;
   for (int c = t; c < chunks; c += kWarps * 32, ++i) {  // only this thread's own chunks
@@ -261,6 +265,35 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Token t's routing weights from a folded router's raw logits: route_token's softmax scores of
+// logits raw * inv, taken at the picked ids, renormalized in j order and scaled.
+__device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const int32_t* topk_ids,
+                                    int top_k, int lane) {
+  const float* raw = f.logits + static_cast<int64_t>(t) * f.experts;
+  float max_logit = -INFINITY;
+  for (int e = lane; e < f.experts; e += 32)
+    max_logit = fmaxf(max_logit, __ldcg(raw + e) * inv);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, o));
+  float sum = 0.0f;
+  for (int e = lane; e < f.experts; e += 32)
+    sum += expf(__ldcg(raw + e) * inv - max_logit);
+  sum = warp_sum(sum);
+  float weight = 0.0f;
+  if (lane < top_k) {
+    const int e = __ldcg(topk_ids + static_cast<int64_t>(t) * top_k + lane);
+    weight = expf(__ldcg(raw + e) * inv - max_logit) / sum;
+  }
+  float picked = 0.0f;
+  for (int j = 0; j < top_k; ++j)
+    picked += __shfl_sync(0xffffffffu, weight, j);
+  if (lane < top_k) {
+    if (f.renormalize) weight /= picked;
+    f.topk_weights[static_cast<int64_t>(t) * top_k + lane] = weight * f.scale;
+  }
+}
+
 __device__ inline float silu(float g) {
   return g / (1.0f + __expf(-g));
 }
@@ -272,23 +305,48 @@ __device__ inline float silu(float g) {
 // (with PDL the two kernels' CTAs share SMs, so they are tuned together).
 //
 // h[p, i] = bf16(silu(gate_e[i] . x_t) * (up_e[i] . x_t)), p = blockIdx.y = t * top_k + j.
+//
+// kFold (a folded router, MoeFoldArgs): x is the pre-norm step of token t's row, run here; the
+// CTA (0, t * top_k) writes residual_out and normed, and its warp 0 the token's weights.
+template <bool kFold>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
                             const int32_t* __restrict__ topk_ids, const void* const* gate_w,
                             const void* const* up_w, bf16* __restrict__ h, int num_experts,
-                            int top_k, int hidden, int inter) {
+                            int top_k, int hidden, int inter, MoeFoldArgs fold) {
   extern __shared__ uint4 xs[];  // [hidden / 8]
-  pdl_wait();                    // x and topk_ids come from the kernels before
-  // Only now: the down kernel reads topk_ids before its own pdl_wait, which is safe once every
-  // CTA here is past this wait (the routing grid has then finished).
-  pdl_launch_dependents();
   const int p = blockIdx.y;
   const int t = p / top_k;
   const int chunks = hidden / 8;
-  stage_row(xs, x + t * x_stride, chunks);
-  __syncthreads();
+  NormWeights nw{};
+  if constexpr (kFold) nw = preload_norm_weight(fold.pre, hidden);
+  pdl_wait();  // x and topk_ids come from the kernels before
+  // Only now: the down kernel reads topk_ids before its own pdl_wait, which is safe once every
+  // CTA here is past this wait (the routing grid has then finished).
+  pdl_launch_dependents();
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
+  const bool fold_writer = kFold && blockIdx.x == 0 && p % top_k == 0;
+  __shared__ float inv_rms;
+  if constexpr (kFold) {
+    GemvAddRmsNorm row = fold.pre;
+    const int64_t at = static_cast<int64_t>(t) * hidden;
+    row.residual = static_cast<const bf16*>(row.residual) + at;
+    row.delta = static_cast<const bf16*>(row.delta) + at;
+    row.residual_out = static_cast<bf16*>(row.residual_out) + at;
+    row.normed = static_cast<bf16*>(row.normed) + at;
+    add_rms_norm_rows<1, true>(
+        row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
+        threadIdx.x == 0 ? &inv_rms : nullptr);
+  } else {
+    stage_row(xs, x + t * x_stride, chunks);
+  }
+  __syncthreads();
+  if constexpr (kFold) {
+    // The token's weights (route_token's softmax arithmetic on logits raw / rms), by warp 0 of
+    // one CTA before its own rows.
+    if (fold_writer && warp == 0) fold_weights(fold, t, inv_rms, topk_ids, top_k, lane);
+  }
   const int i = blockIdx.x * kWarps + warp;
   if (i >= inter) return;
   const int e = topk_ids[p];
