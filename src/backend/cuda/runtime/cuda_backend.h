@@ -234,7 +234,6 @@ class CudaBackend : public Ops {
   // projection + router launch (its CTAs' arrivals); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
   static constexpr size_t kProjArrivalSlot = kSplitCounterSlots - 2;
-  static constexpr size_t kFoldCounterSlot = kSplitCounterSlots - 3;
   // The folded router's weights of one MoE layer (gemv_fold_route.cuh), keyed by the prepared
   // router weight; made on the first call outside graph capture.
   struct FoldedRouter {

@@ -244,20 +244,17 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
                                    static_cast<int>(n), static_cast<int>(k), stream_)));
     it = folded_routers_.emplace(key, std::move(f)).first;
   }
-  if (!cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k)) ||
+  if (!cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
+                              static_cast<int>(experts)) ||
       pending_fold_.has_value())
     return false;
-  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
   auto timer = profile("fold_route", m, experts);
   cuda::FoldRouteArgs f;
   f.mf = it->second.mf.raw_data();
   f.wg = it->second.wg.raw_data();
   f.residual = pre.residual;
   f.logits = router_logits.data<float>();
-  f.topk_ids = topk_ids.data<int32_t>();
   f.experts = static_cast<int>(experts);
-  f.top_k = static_cast<int>(routing.top_k);
-  f.counter = counters + kFoldCounterSlot;
   const cudaError_t err = cuda::launch_gemv_fold_route(
       x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
       static_cast<int>(n), static_cast<int>(k), f, stream_);
@@ -270,6 +267,7 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   pending.normed = step.normed.raw_data();
   pending.args.pre = pre;
   pending.args.logits = router_logits.data<float>();
+  pending.args.topk_ids_out = topk_ids.data<int32_t>();
   pending.args.topk_weights = topk_weights.data<float>();
   pending.args.experts = static_cast<int>(experts);
   pending.args.renormalize = routing.renormalize;

@@ -277,14 +277,18 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
     const char* v = std::getenv("LOCUS_CUDA_DOWN_PRELOAD");
     return v == nullptr || std::string(v) != "0";
   }();
-  auto* down_kernel = preload ? gemv::moe_down_gemv_kernel<2> : gemv::moe_down_gemv_kernel<0>;
+  auto* down_kernel =
+      a.fold != nullptr
+          ? (preload ? gemv::moe_down_gemv_kernel<2, true> : gemv::moe_down_gemv_kernel<0, true>)
+          : (preload ? gemv::moe_down_gemv_kernel<2, false> : gemv::moe_down_gemv_kernel<0, false>);
   err = allow_smem(down_kernel, down_smem);
   if (err != cudaSuccess) return err;
   const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(a.num_tokens));
   return launch_pdl(down_kernel, down_grid, gemv::kThreads, down_smem, stream,
                     static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
-                    static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
+                    static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter,
+                    a.fold != nullptr ? *a.fold : MoeFoldArgs{});
 }
 
 cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
@@ -408,9 +412,10 @@ cudaError_t launch_gemv_proj_route(const void* x, int64_t x_row_stride, const vo
   }
 }
 
-bool moe_gemv_fold_ok(int num_tokens, int top_k) {
-  return num_tokens >= 1 && num_tokens <= 4 && top_k >= 1 && top_k <= 32 &&
-         num_tokens * top_k <= kMoeGemvMaxPairs && !stream_enabled(StreamUse::kMoe);
+bool moe_gemv_fold_ok(int num_tokens, int top_k, int experts) {
+  return num_tokens >= 1 && num_tokens <= 4 && top_k >= 1 && top_k <= 32 && top_k <= experts &&
+         experts <= gemv::kFoldMaxExperts && num_tokens * top_k <= kMoeGemvMaxPairs &&
+         !stream_enabled(StreamUse::kMoe);
 }
 
 cudaError_t launch_gemv_fold_route(const void* x, int64_t x_row_stride, const void* w, void* y,
@@ -420,8 +425,7 @@ cudaError_t launch_gemv_fold_route(const void* x, int64_t x_row_stride, const vo
       !aligned_16(y) || !aligned_16(f.mf) || !aligned_16(f.wg) || !aligned_16(f.residual))
     return cudaErrorNotSupported;
   if (m < 1 || m > 4 || k < 8 || k % 8 != 0 || n < 8 || n % 8 != 0 || f.logits == nullptr ||
-      f.topk_ids == nullptr || f.counter == nullptr || f.experts < 1 || f.top_k < 1 ||
-      f.top_k > 32 || f.top_k > f.experts)
+      f.experts < 1)
     return cudaErrorNotSupported;
   if (!stream_enabled(StreamUse::kDense)) return cudaErrorNotSupported;
   const size_t xs_bytes = gemv::round_up_128(static_cast<size_t>(m) * k * sizeof(bf16));
@@ -432,10 +436,7 @@ cudaError_t launch_gemv_fold_route(const void* x, int64_t x_row_stride, const vo
   if (fixed >= kMaxBlockSmem) return cudaErrorNotSupported;
   const size_t stages = std::min<size_t>(
       std::min(kStageBudget, kMaxBlockSmem - fixed) / stage_bytes, gemv::kMaxStages - 1);
-  // The pick's scratch (E floats per warp) reuses the router unit.
-  if (stages < 2 ||
-      static_cast<size_t>(gemv::kConsumerWarps) * f.experts * sizeof(float) > fr_bytes)
-    return cudaErrorNotSupported;
+  if (stages < 2) return cudaErrorNotSupported;
   const unsigned grid = stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows);
   const int router_ctas = (f.experts + gemv::kFoldExperts - 1) / gemv::kFoldExperts;
   if (static_cast<int>(grid) < router_ctas) return cudaErrorNotSupported;

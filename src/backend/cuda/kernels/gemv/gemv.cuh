@@ -265,26 +265,42 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A folded router's picks (MoeFoldArgs): the top-k of token t's raw logits (raw_s, in shared
+// memory; at most kThreads experts), ties to the lower index and NaN last, as route_token picks.
+// Thread e ranks expert e against all others; the expert of rank j goes to picks[j].
+constexpr int kFoldMaxExperts = kThreads;
+__device__ inline float fold_key(float v) {
+  return isnan(v) ? -INFINITY : v;
+}
+__device__ inline void fold_rank_picks(const float* raw_s, int experts, int top_k, int* picks) {
+  const int e = threadIdx.x;
+  if (e >= experts) return;
+  const float v = fold_key(raw_s[e]);
+  int rank = 0;
+#pragma unroll 4
+  for (int j = 0; j < experts; ++j) {
+    const float u = fold_key(raw_s[j]);
+    rank += (u > v || (u == v && j < e)) ? 1 : 0;
+  }
+  if (rank < top_k) picks[rank] = e;
+}
+
 // Token t's routing weights from a folded router's raw logits: route_token's softmax scores of
-// logits raw * inv, taken at the picked ids, renormalized in j order and scaled.
-__device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const int32_t* topk_ids,
-                                    int top_k, int lane) {
-  const float* raw = f.logits + static_cast<int64_t>(t) * f.experts;
+// logits raw * inv, taken at the picks, renormalized in j order and scaled (one warp).
+__device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const float* raw_s,
+                                    const int* picks, int top_k, int lane) {
   float max_logit = -INFINITY;
   for (int e = lane; e < f.experts; e += 32)
-    max_logit = fmaxf(max_logit, __ldcg(raw + e) * inv);
+    max_logit = fmaxf(max_logit, raw_s[e] * inv);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, o));
   float sum = 0.0f;
   for (int e = lane; e < f.experts; e += 32)
-    sum += expf(__ldcg(raw + e) * inv - max_logit);
+    sum += expf(raw_s[e] * inv - max_logit);
   sum = warp_sum(sum);
   float weight = 0.0f;
-  if (lane < top_k) {
-    const int e = __ldcg(topk_ids + static_cast<int64_t>(t) * top_k + lane);
-    weight = expf(__ldcg(raw + e) * inv - max_logit) / sum;
-  }
+  if (lane < top_k) weight = expf(raw_s[picks[lane]] * inv - max_logit) / sum;
   float picked = 0.0f;
   for (int j = 0; j < top_k; ++j)
     picked += __shfl_sync(0xffffffffu, weight, j);
@@ -306,8 +322,9 @@ __device__ inline float silu(float g) {
 //
 // h[p, i] = bf16(silu(gate_e[i] . x_t) * (up_e[i] . x_t)), p = blockIdx.y = t * top_k + j.
 //
-// kFold (a folded router, MoeFoldArgs): x is the pre-norm step of token t's row, run here; the
-// CTA (0, t * top_k) writes residual_out and normed, and its warp 0 the token's weights.
+// kFold (a folded router, MoeFoldArgs): x is the pre-norm step of token t's row, run here, and
+// the expert is the CTA's own pick from the raw logits; the CTAs (0, p) write topk_ids[p], the
+// CTA (0, t * top_k) residual_out and normed, and after its rows its warp 0 the token's weights.
 template <bool kFold>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
@@ -321,14 +338,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   NormWeights nw{};
   if constexpr (kFold) nw = preload_norm_weight(fold.pre, hidden);
   pdl_wait();  // x and topk_ids come from the kernels before
-  // Only now: the down kernel reads topk_ids before its own pdl_wait, which is safe once every
-  // CTA here is past this wait (the routing grid has then finished).
+  // Only now: the down kernel reads topk_ids (or the raw logits) before its own pdl_wait, which
+  // is safe once every CTA here is past this wait (the routing grid has then finished).
   pdl_launch_dependents();
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const bool fold_writer = kFold && blockIdx.x == 0 && p % top_k == 0;
   __shared__ float inv_rms;
+  __shared__ float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ int picks[kFold ? 32 : 1];
   if constexpr (kFold) {
+    // The logits' loads go out with the pre-norm's, in one round trip.
+    const float raw =
+        static_cast<int>(threadIdx.x) < fold.experts
+            ? __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x)
+            : 0.0f;
     GemvAddRmsNorm row = fold.pre;
     const int64_t at = static_cast<int64_t>(t) * hidden;
     row.residual = static_cast<const bf16*>(row.residual) + at;
@@ -338,18 +362,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     add_rms_norm_rows<1, true>(
         row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
         threadIdx.x == 0 ? &inv_rms : nullptr);
+    if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
   } else {
     stage_row(xs, x + t * x_stride, chunks);
   }
   __syncthreads();
-  if constexpr (kFold) {
-    // The token's weights (route_token's softmax arithmetic on logits raw / rms), by warp 0 of
-    // one CTA before its own rows.
-    if (fold_writer && warp == 0) fold_weights(fold, t, inv_rms, topk_ids, top_k, lane);
-  }
   const int i = blockIdx.x * kWarps + warp;
+  int e;
+  if constexpr (kFold) {
+    e = picks[p % top_k];
+    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
+  } else {
+    if (i >= inter) return;
+    e = topk_ids[p];
+  }
   if (i >= inter) return;
-  const int e = topk_ids[p];
   if (e < 0 || e >= num_experts) {  // not a routed expert: contributes nothing
     if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(0.0f);
     return;
@@ -370,6 +399,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   g = warp_sum(g);
   u = warp_sum(u);
   if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(silu(g) * u);
+  if constexpr (kFold) {
+    // The down launch reads the weights only after its wait: off this CTA's critical path.
+    if (fold_writer && warp == 0) fold_weights(fold, t, inv_rms, raw_s, picks, top_k, lane);
+  }
 }
 
 // out[t, n] = bf16(sum_j w[t, j] * (down_e[n] . h[t * top_k + j])), j in order; t = blockIdx.y.
@@ -377,15 +410,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 // flight: gate_up triggers this launch only after its own pdl_wait, so the kernel that wrote
 // topk_ids has finished (read past L1, which may hold an earlier layer's ids). The weights then
 // arrive while gate_up's last CTAs finish.
-template <int kPre>
+// kFold: the picks come from the raw logits of a folded router (fold_rank_picks), which the
+// kernel before gate_up wrote; gate_up writes topk_ids itself, after this kernel may start.
+template <int kPre, bool kFold>
 __global__ void __launch_bounds__(kThreads, 2)
     moe_down_gemv_kernel(const bf16* __restrict__ h, const int32_t* __restrict__ topk_ids,
                          const float* __restrict__ topk_weights, const void* const* down_w,
-                         bf16* __restrict__ out, int num_experts, int top_k, int hidden,
-                         int inter) {
+                         bf16* __restrict__ out, int num_experts, int top_k, int hidden, int inter,
+                         MoeFoldArgs fold) {
   extern __shared__ uint4 hs[];  // [top_k][inter / 8]
   pdl_launch_dependents();
   const int t = blockIdx.y;
+  __shared__ float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ int picks[kFold ? 32 : 1];
+  if constexpr (kFold) {
+    if (static_cast<int>(threadIdx.x) < fold.experts)
+      raw_s[threadIdx.x] =
+          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
+    __syncthreads();
+  }
   const int chunks = inter / 8;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -400,7 +445,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int q = 0; q < kJ; ++q) {
       const int j = j0 + q;
-      const int e = col < hidden && j < top_k ? __ldcg(topk_ids + t * top_k + j) : -1;
+      int e = -1;
+      if (col < hidden && j < top_k) {
+        if constexpr (kFold) {
+          e = picks[j];
+        } else {
+          e = __ldcg(topk_ids + t * top_k + j);
+        }
+      }
       d_row[q] = e >= 0 && e < num_experts
                      ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) +
                                                       int64_t{col} * inter)

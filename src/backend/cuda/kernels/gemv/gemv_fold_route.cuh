@@ -5,7 +5,8 @@
 // so the top-k ids follow from raw = Wg residual + Mf a, which needs only what the projection
 // itself reads. The router units therefore run beside the projection's rows instead of after
 // them; the expert gate_up launch applies 1 / rms(s) when it turns raw into weights (see
-// moe_gate_up_gemv_kernel's fold arguments). Numerically this differs from the unfolded router
+// moe_gate_up_gemv_kernel's fold arguments), and the expert launches pick the top-k from raw
+// themselves, so no CTA here waits for another. Numerically this differs from the unfolded router
 // by rounding only (Mf is rounded to bf16 once, where the unfolded path rounds o and the
 // normed row).
 #pragma once
@@ -17,29 +18,11 @@ namespace {
 
 constexpr int kFoldExperts = kConsumerWarps / 2;  // experts per router CTA: two warps each
 
-// Picks token t's top-k of raw logits (ties to the lower index, as route_token) into topk_ids.
-__device__ inline void fold_pick(const FoldRouteArgs& f, int t, float* scratch) {
-  const int lane = threadIdx.x & 31;
-  const float* raw = f.logits + static_cast<int64_t>(t) * f.experts;
-  for (int e = lane; e < f.experts; e += 32)
-    scratch[e] = __ldcg(raw + e);
-  __syncwarp();
-  int mine = 0;
-  for (int j = 0; j < f.top_k; ++j) {
-    const int e = moe::route_detail::warp_argmax(scratch, f.experts, lane);
-    if (lane == j) mine = e;
-    if (e % 32 == lane) scratch[e] = CUDART_NAN_F;
-    __syncwarp();
-  }
-  if (lane < f.top_k) f.topk_ids[static_cast<int64_t>(t) * f.top_k + lane] = mine;
-}
-
-// y [M, n] = bf16(x W^T) (W bf16 [n, k]) as dense_gemv_stream_kernel, and f's raw logits and
-// top-k ids. CTA b < ceil(E / 4) also owns experts [4b, 4b + 4): their Mf and Wg rows are
-// copied into shared memory first (before pdl_wait), computed right after the wait, and the
-// last of these CTAs picks the top-k before going on to its projection rows. Shared memory:
-// barriers, x (M * k), residual (M * n), the router unit, then the stages; the router unit's
-// barrier is the last `full` slot (stages < kMaxStages). *f.counter is zero and left zero.
+// y [M, n] = bf16(x W^T) (W bf16 [n, k]) as dense_gemv_stream_kernel, and f's raw logits. CTA
+// b < ceil(E / 4) also owns experts [4b, 4b + 4): their Mf and Wg rows are copied into shared
+// memory first (before pdl_wait) and computed right after the wait, before the CTA's projection
+// rows. Shared memory: barriers, x (M * k), residual (M * n), the router unit, then the stages;
+// the router unit's barrier is the last `full` slot (stages < kMaxStages).
 template <int M>
 __global__ void __launch_bounds__(kStreamThreads, 1)
     fold_route_stream_kernel(const bf16* __restrict__ x, int64_t x_stride,
@@ -151,12 +134,6 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (e0 + qe < f.experts)
         f.logits[static_cast<int64_t>(m) * f.experts + e0 + qe] =
             fold_part[2 * qe][m] + fold_part[2 * qe + 1][m];
-    }
-    if (last_to_arrive(f.counter, router_ctas, sync)) {
-      // The router unit is consumed (every warp is past the barrier): it is the scratch now.
-      float* scratch = reinterpret_cast<float*>(fr) + warp * f.experts;
-      for (int t = warp; t < M; t += kConsumerWarps)
-        fold_pick(f, t, scratch);
     }
   }
   for (int64_t i = 0; i < u1 - u0; ++i) {
