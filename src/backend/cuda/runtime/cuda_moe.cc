@@ -272,6 +272,11 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   pending.args.experts = static_cast<int>(experts);
   pending.args.renormalize = routing.renormalize;
   pending.args.scale = routing.routed_scaling_factor;
+  static const bool early = [] {
+    const char* v = std::getenv("LOCUS_EXP_FOLD_EARLY");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  pending.args.early = early;
   pending_fold_ = pending;
   return true;
 }
