@@ -53,7 +53,8 @@ Status Ops::do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeigh
                                               const AddRmsNorm& step, const LinearWeight& router,
                                               const Tensor& correction_bias,
                                               const MoeRouting& routing, Tensor& router_logits,
-                                              Tensor& topk_ids, Tensor& topk_weights) {
+                                              Tensor& topk_ids, Tensor& topk_weights,
+                                              bool /*experts_follow*/) {
   Tensor delta = step.delta;  // linear's out is a non-const reference to the same storage
   LOCUS_RETURN_IF_ERROR(linear(x, proj, delta));
   return add_rms_norm_moe_router(step, router, correction_bias, routing, router_logits, topk_ids,

@@ -43,6 +43,7 @@ class MoeBlock {
   LinearWeight router_;
   Tensor correction_bias_;  // undefined when the router has none
   std::vector<ExpertWeights> experts_;
+  bool all_experts_local_ = true;  // false with expert parallelism
   std::optional<ExpertWeights> shared_experts_;
   Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step, int64_t dp_max_tokens,
                        const PendingProjection* proj) const;

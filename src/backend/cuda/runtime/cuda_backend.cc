@@ -104,6 +104,9 @@ Status CudaBackend::initialize() {
   if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
     options_.small_batch_gemv = false;
   }
+  if (const char* env = std::getenv("LOCUS_CUDA_FOLD_ROUTER"); env != nullptr) {
+    options_.fold_router = env[0] != '0';
+  }
   if (const char* env = std::getenv("LOCUS_CUDA_OP_PROFILE"); env != nullptr && env[0] == '1') {
     profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
   }
@@ -635,7 +638,7 @@ Status CudaBackend::launch_attention(const Tensor& q, const Tensor& k_cache, int
   }
   if (cuda::paged_attention_counter_slots(a) > 0) {
     LOCUS_ASSIGN_OR_RETURN(a.split_counters, split_counters());
-    a.split_counter_slots = a.split_counters != nullptr ? kProjArrivalSlot : 0;
+    a.split_counter_slots = a.split_counters != nullptr ? kRouterCounterSlot : 0;
   }
   const cudaError_t err = cuda::launch_paged_attention(a, stream_);
   if (err == cudaErrorInvalidValue) {

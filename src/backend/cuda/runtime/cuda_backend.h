@@ -35,6 +35,10 @@ struct CudaBackendOptions {
   // GEMV kernels (kernels/gemv/) instead of cuBLASLt / the grouped GEMMs. LOCUS_CUDA_GEMV=0 in
   // the environment turns it off (for A/B measurements).
   bool small_batch_gemv = true;
+  // The folded MoE router at decode (gemv_fold_route.cuh): for softmax routing without a bias,
+  // the router runs beside the attention's o projection instead of after it, and the expert
+  // launches finish the routing. LOCUS_CUDA_FOLD_ROUTER=0 / 1 overrides (A/B measurements).
+  bool fold_router = true;
 };
 
 // A captured sequence of GPU work, replayed on the backend's stream with fixed addresses.
@@ -156,7 +160,7 @@ class CudaBackend : public Ops {
                                            const AddRmsNorm& step, const LinearWeight& router,
                                            const Tensor& correction_bias, const MoeRouting& routing,
                                            Tensor& router_logits, Tensor& topk_ids,
-                                           Tensor& topk_weights) override;
+                                           Tensor& topk_weights, bool experts_follow) override;
   Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
@@ -223,17 +227,15 @@ class CudaBackend : public Ops {
                                            const Tensor& correction_bias, const MoeRouting& routing,
                                            Tensor& router_logits, Tensor& topk_ids,
                                            Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre);
-  // The folded router (LOCUS_CUDA_PROJ_ROUTE=fold): false when it does not apply.
+  // The folded router (CudaBackendOptions::fold_router): false when it does not apply.
   Expected<bool> fold_route(const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step,
                             const LinearWeight& router, const Tensor& correction_bias,
                             const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
                             Tensor& topk_weights);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
-  // The last slot belongs to the fused router (moe_router), the one before it to the
-  // projection + router launch (its CTAs' arrivals); attention splits get the rest.
+  // The last slot belongs to the fused router (moe_router); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
-  static constexpr size_t kProjArrivalSlot = kSplitCounterSlots - 2;
   // The folded router's weights of one MoE layer (gemv_fold_route.cuh), keyed by the prepared
   // router weight; made on the first call outside graph capture.
   struct FoldedRouter {
@@ -241,9 +243,11 @@ class CudaBackend : public Ops {
     Tensor wg;  // bf16 [E, n]: Wr * g
   };
   std::unordered_map<const void*, FoldedRouter> folded_routers_;
+  static constexpr int64_t kFoldMaxTokens = 1;
   // What a folded router leaves to the next moe_experts call: its pre-norm step and weights.
   struct PendingFold {
     const void* normed = nullptr;
+    Tensor raw;  // f32 [T, E]: the raw logits, read by both expert launches
     cuda::MoeFoldArgs args;
   };
   std::optional<PendingFold> pending_fold_;

@@ -136,72 +136,18 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
   return cuda_status("add_rms_norm_moe_router (gemv)", err);
 }
 
-namespace {
-
-// LOCUS_CUDA_PROJ_ROUTE=1: the router as the output projection's tail; =fold: the folded
-// router beside the projection (gemv_fold_route.cuh); otherwise two launches. Experiments.
-int proj_route_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("LOCUS_CUDA_PROJ_ROUTE");
-    if (v == nullptr) return 0;
-    if (std::string_view(v) == "1") return 1;
-    if (std::string_view(v) == "fold") return 2;
-    return 0;
-  }();
-  return mode;
-}
-bool proj_route_enabled() {
-  return proj_route_mode() == 1;
-}
-
-}  // namespace
-
 Status CudaBackend::do_linear_add_rms_norm_moe_router(
-    const Tensor& x, const LinearWeight& proj_in, const AddRmsNorm& step,
-    const LinearWeight& router_in, const Tensor& correction_bias, const MoeRouting& routing,
-    Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights) {
-  const int64_t m = x.size(0), k = x.size(1), n = step.normed.size(1);
-  auto unfused = [&] {
-    return Ops::do_linear_add_rms_norm_moe_router(x, proj_in, step, router_in, correction_bias,
-                                                  routing, router_logits, topk_ids, topk_weights);
-  };
-  if (proj_route_mode() == 2) {
-    LOCUS_ASSIGN_OR_RETURN(bool folded, fold_route(x, proj_in, step, router_in, correction_bias,
-                                                   routing, router_logits, topk_ids, topk_weights));
-    if (folded) return Status{};
+    const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step, const LinearWeight& router,
+    const Tensor& correction_bias, const MoeRouting& routing, Tensor& router_logits,
+    Tensor& topk_ids, Tensor& topk_weights, bool experts_follow) {
+  if (experts_follow && options_.fold_router) {
+    LOCUS_ASSIGN_OR_RETURN(bool folded, fold_route(x, proj, step, router, correction_bias, routing,
+                                                   router_logits, topk_ids, topk_weights));
+    if (folded) return Status::ok();
   }
-  // Decode: the router runs as the projection's tail (gemv_proj_route.cuh), one kernel
-  // boundary fewer per MoE layer. Anything else: the two ops.
-  if (!proj_route_enabled() || !options_.small_batch_gemv || m > cuda::kGemvMaxRows ||
-      proj_in.bias.defined() || router_in.bias.defined() || x.dtype() != DType::kBF16 ||
-      !on_cuda(x) || x.stride(0) % 8 != 0 || x.stride(1) != 1 || !on_cuda(router_logits) ||
-      !on_cuda(topk_ids) || !on_cuda(topk_weights))
-    return unfused();
-  cuda::GemvAddRmsNorm pre;
-  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
-  if (!fits) return unfused();
-  LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
-  LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
-  Tensor bias;
-  if (correction_bias.defined()) {
-    LOCUS_ASSIGN_OR_RETURN(bias, ensure_device(correction_bias, DType::kF32));
-  }
-  LOCUS_ASSIGN_OR_RETURN(int* counters, split_counters());
-  auto timer = profile("linear_add_rms_norm_moe_router", m, router.out_features());
-  cuda::MoeRouteArgs a = route_args(routing, m, router.out_features());
-  a.correction_bias = bias.defined() ? bias.data<float>() : nullptr;
-  a.topk_ids = topk_ids.data<int32_t>();
-  a.topk_weights = topk_weights.data<float>();
-  const cudaError_t err = cuda::launch_gemv_proj_route(
-      x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
-      static_cast<int>(n), static_cast<int>(k), router.weight.raw_data(),
-      router_logits.data<float>(), a, counters + kProjArrivalSlot, counters + kRouterCounterSlot,
-      stream_, pre);
-  if (err == cudaErrorNotSupported) {
-    cudaGetLastError();
-    return unfused();
-  }
-  return cuda_status("linear_add_rms_norm_moe_router (gemv)", err);
+  return Ops::do_linear_add_rms_norm_moe_router(x, proj, step, router, correction_bias, routing,
+                                                router_logits, topk_ids, topk_weights,
+                                                experts_follow);
 }
 
 Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj_in,
@@ -244,16 +190,25 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
                                    static_cast<int>(n), static_cast<int>(k), stream_)));
     it = folded_routers_.emplace(key, std::move(f)).first;
   }
-  if (!cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
+  // Up to kFoldMaxTokens rows: above, every gate_up CTA's own pre-norm and pick cost more than
+  // the router launch they replace (docs/benchmarks.md, "The folded router").
+  static const int64_t max_tokens = [] {
+    const char* v = std::getenv("LOCUS_EXP_FOLD_MAX");
+    return v != nullptr ? std::atoll(v) : kFoldMaxTokens;
+  }();
+  if (m > max_tokens ||
+      !cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
                               static_cast<int>(experts)) ||
       pending_fold_.has_value())
     return false;
   auto timer = profile("fold_route", m, experts);
+  PendingFold pending;
+  LOCUS_ASSIGN_OR_RETURN(pending.raw, do_empty({m, experts}, DType::kF32));
   cuda::FoldRouteArgs f;
   f.mf = it->second.mf.raw_data();
   f.wg = it->second.wg.raw_data();
   f.residual = pre.residual;
-  f.logits = router_logits.data<float>();
+  f.logits = pending.raw.data<float>();
   f.experts = static_cast<int>(experts);
   const cudaError_t err = cuda::launch_gemv_fold_route(
       x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
@@ -263,10 +218,10 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
     return false;
   }
   LOCUS_RETURN_IF_ERROR(cuda_status("fold_route (gemv)", err));
-  PendingFold pending;
   pending.normed = step.normed.raw_data();
   pending.args.pre = pre;
-  pending.args.logits = router_logits.data<float>();
+  pending.args.logits = pending.raw.data<float>();
+  pending.args.logits_out = router_logits.data<float>();
   pending.args.topk_ids_out = topk_ids.data<int32_t>();
   pending.args.topk_weights = topk_weights.data<float>();
   pending.args.experts = static_cast<int>(experts);
@@ -277,7 +232,7 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
     return v != nullptr && std::string_view(v) == "1";
   }();
   pending.args.early = early;
-  pending_fold_ = pending;
+  pending_fold_ = std::move(pending);
   return true;
 }
 

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "backend/cuda/kernels/gemv/gemv_fold_route.cuh"
-#include "backend/cuda/kernels/gemv/gemv_proj_route.cuh"
 #include "backend/cuda/kernels/gemv/gemv_stream.cuh"
 
 namespace locus::cuda {
@@ -343,72 +342,6 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
       return launch(gemv::dense_gemv_stream_kernel<7, true, true>);
     default:
       return launch(gemv::dense_gemv_stream_kernel<8, true, true>);
-  }
-}
-
-cudaError_t launch_gemv_proj_route(const void* x, int64_t x_row_stride, const void* w, void* y,
-                                   int m, int n, int k, const void* router_w, float* logits,
-                                   const MoeRouteArgs& route, int* arrived, int* counter,
-                                   cudaStream_t stream, const GemvAddRmsNorm& pre) {
-  MoeRouteArgs r = route;
-  if (!pre_norm_ok(pre) || pre.delta != y || x_row_stride < k || x_row_stride % 8 != 0 ||
-      !aligned_16(x) || !aligned_16(w) || !aligned_16(y) || !aligned_16(router_w))
-    return cudaErrorNotSupported;
-  if (m < 1 || m > kGemvMaxRows || k < 8 || k % 8 != 0 || n < 8 || n % 8 != 0 ||
-      logits == nullptr || arrived == nullptr || counter == nullptr || arrived == counter ||
-      route.num_tokens != m || !moe_route_supported(route, &r.n_group))
-    return cudaErrorNotSupported;
-  if (!stream_enabled(StreamUse::kDense) || !stream_enabled(StreamUse::kRouter))
-    return cudaErrorNotSupported;
-  const size_t xs_bytes =
-      gemv::round_up_128(static_cast<size_t>(m) * std::max(k, n) * sizeof(bf16));
-  const size_t wr_bytes = static_cast<size_t>(gemv::kUnitRows) * n * sizeof(bf16);
-  const size_t stage_bytes = static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16);
-  if (xs_bytes > kActivationBudget) return cudaErrorNotSupported;
-  const size_t fixed = gemv::kBarrierBytes + xs_bytes + wr_bytes;
-  if (fixed >= kMaxBlockSmem) return cudaErrorNotSupported;
-  // The last `full` barrier belongs to the router unit.
-  const size_t stages = std::min<size_t>(
-      std::min(kStageBudget, kMaxBlockSmem - fixed) / stage_bytes, gemv::kMaxStages - 1);
-  const size_t scratch = static_cast<size_t>(gemv::kConsumerWarps) *
-                         moe::route_scratch_floats(r.num_experts, r.n_group) * sizeof(float);
-  if (stages < 2 || scratch > stages * stage_bytes) return cudaErrorNotSupported;
-  const int64_t units = (n + gemv::kUnitRows - 1) / gemv::kUnitRows;
-  const unsigned grid = stream_grid(units);
-  // Every router unit needs a CTA of its own.
-  if (static_cast<int64_t>(grid) * gemv::kUnitRows < r.num_experts) return cudaErrorNotSupported;
-  r.logits = logits;
-  const size_t smem = fixed + stages * stage_bytes;
-  static const int poll_ns = [] {
-    const char* v = std::getenv("LOCUS_EXP_POLL_NS");
-    return v != nullptr ? std::atoi(v) : 0;
-  }();
-  auto launch = [&](auto* kernel) {
-    const cudaError_t err = allow_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    return launch_pdl(kernel, dim3(grid), gemv::kStreamThreads, smem, stream,
-                      static_cast<const bf16*>(x), x_row_stride, static_cast<const bf16*>(w),
-                      static_cast<bf16*>(y), n, k, static_cast<int>(stages),
-                      static_cast<const bf16*>(router_w), logits, r, arrived, counter, pre,
-                      poll_ns);
-  };
-  switch (m) {
-    case 1:
-      return launch(gemv::proj_route_stream_kernel<1>);
-    case 2:
-      return launch(gemv::proj_route_stream_kernel<2>);
-    case 3:
-      return launch(gemv::proj_route_stream_kernel<3>);
-    case 4:
-      return launch(gemv::proj_route_stream_kernel<4>);
-    case 5:
-      return launch(gemv::proj_route_stream_kernel<5>);
-    case 6:
-      return launch(gemv::proj_route_stream_kernel<6>);
-    case 7:
-      return launch(gemv::proj_route_stream_kernel<7>);
-    default:
-      return launch(gemv::proj_route_stream_kernel<8>);
   }
 }
 

@@ -299,6 +299,8 @@ __device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, cons
   for (int e = lane; e < f.experts; e += 32)
     sum += expf(raw_s[e] * inv - max_logit);
   sum = warp_sum(sum);
+  for (int e = lane; e < f.experts; e += 32)
+    f.logits_out[static_cast<int64_t>(t) * f.experts + e] = raw_s[e] * inv;
   float weight = 0.0f;
   if (lane < top_k) weight = expf(raw_s[picks[lane]] * inv - max_logit) / sum;
   float picked = 0.0f;

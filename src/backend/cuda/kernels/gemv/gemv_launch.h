@@ -83,17 +83,6 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
                               int m, int k, const MoeRouteArgs& route, int* counter,
                               cudaStream_t stream, const GemvAddRmsNorm* pre = nullptr);
 
-// The attention's output projection with the router as its tail (decode, streaming kernels
-// only): y bf16 [m, n] = x W^T (W bf16 [n, k], no bias), then launch_gemv_route's contract with
-// `pre` (pre.delta == y) and the router W_r bf16 [E, n], in one launch whose first CTAs also run
-// the router (gemv_proj_route.cuh); bit-identical to launch_gemv + launch_gemv_route. `arrived`
-// and `counter` are two zeroed ints the launch leaves zero. cudaErrorNotSupported: the caller
-// runs the two launches instead.
-cudaError_t launch_gemv_proj_route(const void* x, int64_t x_row_stride, const void* w, void* y,
-                                   int m, int n, int k, const void* router_w, float* logits,
-                                   const MoeRouteArgs& route, int* arrived, int* counter,
-                                   cudaStream_t stream, const GemvAddRmsNorm& pre);
-
 // The folded router (gemv_fold_route.cuh; experiment): for softmax routing without a bias,
 // raw[m, e] = Wg[e] . residual[m] + Mf[e] . x[m] (Wg = Wr * g, Mf = Wg Wo) orders the experts as
 // the router's logits do, so it runs beside the o projection. logits gets raw f32 [M, E]; the
@@ -121,6 +110,7 @@ cudaError_t launch_fold_router_weights(const void* wr, const float* g, const voi
 struct MoeFoldArgs {
   GemvAddRmsNorm pre;
   const float* logits = nullptr;    // raw [T, E]
+  float* logits_out = nullptr;      // [T, E], written: raw / rms, the router's logits
   int32_t* topk_ids_out = nullptr;  // [T, top_k], written
   float* topk_weights = nullptr;    // [T, top_k], written
   int experts = 0;
