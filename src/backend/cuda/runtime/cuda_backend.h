@@ -237,8 +237,10 @@ class CudaBackend : public Ops {
   // The last slot belongs to the fused router (moe_router); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
   // The folded router's weights of one MoE layer (gemv_fold_route.cuh), keyed by the prepared
-  // router weight; made on the first call outside graph capture.
+  // router weight, which the entry holds so that its address cannot name another router later;
+  // made on the first call outside graph capture.
   struct FoldedRouter {
+    Tensor router;
     Tensor mf;  // bf16 [E, k]: (Wr * g) Wo
     Tensor wg;  // bf16 [E, n]: Wr * g
   };

@@ -181,6 +181,7 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
         proj.out_features() != n || router.in_features() != n)
       return false;
     FoldedRouter f;
+    f.router = router.weight;
     LOCUS_ASSIGN_OR_RETURN(f.mf, do_empty({experts, k}, DType::kBF16));
     LOCUS_ASSIGN_OR_RETURN(f.wg, do_empty({experts, n}, DType::kBF16));
     LOCUS_RETURN_IF_ERROR(cuda_status(
@@ -198,8 +199,7 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   }();
   if (m > max_tokens ||
       !cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
-                              static_cast<int>(experts)) ||
-      pending_fold_.has_value())
+                              static_cast<int>(experts)))
     return false;
   auto timer = profile("fold_route", m, experts);
   PendingFold pending;
