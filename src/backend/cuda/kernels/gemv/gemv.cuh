@@ -276,12 +276,22 @@ __device__ inline void fold_rank_picks(const float* raw_s, int experts, int top_
   const int e = threadIdx.x;
   if (e >= experts) return;
   const float v = fold_key(raw_s[e]);
-  int rank = 0;
-#pragma unroll 4
-  for (int j = 0; j < experts; ++j) {
-    const float u = fold_key(raw_s[j]);
-    rank += (u > v || (u == v && j < e)) ? 1 : 0;
+  // Four independent counts: the compares do not wait on one add chain.
+  int r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+  int j = 0;
+  for (; j + 4 <= experts; j += 4) {
+    const float u0 = fold_key(raw_s[j]), u1 = fold_key(raw_s[j + 1]);
+    const float u2 = fold_key(raw_s[j + 2]), u3 = fold_key(raw_s[j + 3]);
+    r0 += (u0 > v || (u0 == v && j < e)) ? 1 : 0;
+    r1 += (u1 > v || (u1 == v && j + 1 < e)) ? 1 : 0;
+    r2 += (u2 > v || (u2 == v && j + 2 < e)) ? 1 : 0;
+    r3 += (u3 > v || (u3 == v && j + 3 < e)) ? 1 : 0;
   }
+  for (; j < experts; ++j) {
+    const float u = fold_key(raw_s[j]);
+    r0 += (u > v || (u == v && j < e)) ? 1 : 0;
+  }
+  const int rank = r0 + r1 + r2 + r3;
   if (rank < top_k) picks[rank] = e;
 }
 
@@ -327,8 +337,10 @@ __device__ inline float silu(float g) {
 // kFold (a folded router, MoeFoldArgs): x is the pre-norm step of token t's row, run here, and
 // the expert is the CTA's own pick from the raw logits; the CTAs (0, p) write topk_ids[p], the
 // CTA (0, t * top_k) residual_out and normed, and after its rows its warp 0 the token's weights.
+// The fold's prologue would take the kernel from 77 to 86 registers, two CTAs per SM instead of
+// three (a third wave at batch 1): its bound keeps three.
 template <bool kFold>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
                             const int32_t* __restrict__ topk_ids, const void* const* gate_w,
                             const void* const* up_w, bf16* __restrict__ h, int num_experts,
@@ -347,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane = threadIdx.x & 31;
   const bool fold_writer = kFold && blockIdx.x == 0 && p % top_k == 0;
   __shared__ float inv_rms;
-  __shared__ float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
   __shared__ int picks[kFold ? 32 : 1];
   if constexpr (kFold) {
     // The logits' loads go out with the pre-norm's, in one round trip.
@@ -446,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ uint4 hs[];  // [top_k][inter / 8]
   pdl_launch_dependents();
   const int t = blockIdx.y;
-  __shared__ float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
   __shared__ int picks[kFold ? 32 : 1];
   if constexpr (kFold) {
     if (static_cast<int>(threadIdx.x) < fold.experts)
