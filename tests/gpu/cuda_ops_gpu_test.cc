@@ -611,6 +611,57 @@ TEST_F(CudaOps, FoldedRouterThenExpertsMatchesTheUnfoldedOps) {
   }
 }
 
+// A folded router whose experts do not follow it (another input reaches moe_experts) is a bug in
+// the caller: moe_experts says so instead of running the experts on routing it never finished,
+// and the next router call starts afresh.
+TEST_F(CudaOps, FoldedRouterNotFollowedByItsExpertsIsAnError) {
+  const int64_t hidden = 512, heads = 1024, experts = 64, k = 6, inter = 96;
+  LinearWeight proj, router;
+  proj.weight = bf16_exact(random_f32({hidden, heads}, 9600, -0.05f, 0.05f));
+  router.weight = bf16_exact(random_f32({experts, hidden}, 9601, -0.1f, 0.1f));
+  const LinearWeight gproj = gpu_->prepare_linear(proj).value();
+  const LinearWeight grouter = gpu_->prepare_linear(router).value();
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  make_experts(
+      experts, hidden, inter, 9602, [](int64_t) { return true; }, cpu_experts, gpu_experts);
+  MoeRouting r;
+  r.top_k = k;
+  r.renormalize = true;
+  const Tensor norm_w = random_f32({hidden}, 9603, 0.5f, 1.5f);
+  const Tensor x = up(bf16_exact(random_f32({1, heads}, 9604)));
+  const Tensor residual = up(bf16_exact(random_f32({1, hidden}, 9605)));
+  const Tensor other = up(bf16_exact(random_f32({1, hidden}, 9606)));
+  struct Folded {
+    AddRmsNorm step;
+    Tensor logits, ids, weights;
+  };
+  auto route = [&](bool experts_follow, Folded& o) {
+    o = Folded{AddRmsNorm{residual, out_bf16({1, hidden}), norm_w, 1e-6f, out_bf16({1, hidden}),
+                          out_bf16({1, hidden})},
+               gpu_->empty({1, experts}, DType::kF32).value(),
+               gpu_->empty({1, k}, DType::kI32).value(), gpu_->empty({1, k}, DType::kF32).value()};
+    return gpu_->linear_add_rms_norm_moe_router(x, gproj, o.step, grouter, Tensor(), r, o.logits,
+                                                o.ids, o.weights, experts_follow);
+  };
+  Folded got, want;
+  ASSERT_TRUE(route(true, got).is_ok());
+  Tensor out = out_bf16({1, hidden});
+  const Status s = gpu_->moe_experts(other, got.ids, got.weights, gpu_experts, out);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), ErrorCode::kInternal);
+  EXPECT_NE(s.message().find("must follow it"), std::string::npos) << s.message();
+  // The handoff was dropped: a fresh folded call and its own experts match the unfolded ops.
+  ASSERT_TRUE(route(true, got).is_ok());
+  ASSERT_TRUE(gpu_->moe_experts(got.step.normed, got.ids, got.weights, gpu_experts, out).is_ok());
+  ASSERT_TRUE(route(false, want).is_ok());
+  Tensor want_out = out_bf16({1, hidden});
+  ASSERT_TRUE(
+      gpu_->moe_experts(want.step.normed, want.ids, want.weights, gpu_experts, want_out).is_ok());
+  Tensor gi = gpu_->to_host(got.ids).value(), wi = gpu_->to_host(want.ids).value();
+  EXPECT_EQ(std::memcmp(gi.raw_data(), wi.raw_data(), gi.nbytes()), 0) << "ids";
+  expect_close(down(out), down(want_out), "experts after the folded router");
+}
+
 // The merged projection (fused QKV): one GEMV launch over three weights with biases at decode
 // sizes, cuBLASLt GEMMs into column slices above; both against the CPU's separate projections.
 TEST_F(CudaOps, MergedLinearOverThreeWeights) {
