@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
+#include "backend/cuda/kernels/moe/moe_route.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 // Internal linkage: each .cu that includes this gets its own copy of the kernels it launches.
@@ -299,27 +300,19 @@ __device__ inline void fold_rank_picks(const float* raw_s, int experts, int top_
 // logits raw * inv, taken at the picks, renormalized in j order and scaled (one warp).
 __device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const float* raw_s,
                                     const int* picks, int top_k, int lane) {
-  float max_logit = -INFINITY;
-  for (int e = lane; e < f.experts; e += 32)
-    max_logit = fmaxf(max_logit, raw_s[e] * inv);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, o));
-  float sum = 0.0f;
-  for (int e = lane; e < f.experts; e += 32)
-    sum += expf(raw_s[e] * inv - max_logit);
-  sum = warp_sum(sum);
+  float max_logit;
+  const float sum = moe::softmax_terms(
+      f.experts, lane, [&](int e) { return raw_s[e] * inv; }, max_logit, [](int, float) {});
   for (int e = lane; e < f.experts; e += 32)
     f.logits_out[static_cast<int64_t>(t) * f.experts + e] = raw_s[e] * inv;
-  float weight = 0.0f;
-  if (lane < top_k) weight = expf(raw_s[picks[lane]] * inv - max_logit) / sum;
+  float score = 0.0f;
+  if (lane < top_k) score = expf(raw_s[picks[lane]] * inv - max_logit) / sum;
   float picked = 0.0f;
   for (int j = 0; j < top_k; ++j)
-    picked += __shfl_sync(0xffffffffu, weight, j);
-  if (lane < top_k) {
-    if (f.renormalize) weight /= picked;
-    f.topk_weights[static_cast<int64_t>(t) * top_k + lane] = weight * f.scale;
-  }
+    picked += __shfl_sync(0xffffffffu, score, j);
+  if (lane < top_k)
+    f.topk_weights[static_cast<int64_t>(t) * top_k + lane] =
+        moe::routed_weight(score, picked, f.renormalize, false, f.scale);
 }
 
 __device__ inline float silu(float g) {

@@ -1,5 +1,5 @@
-// The attention's output projection and a folded MoE router in one launch (decode; experiment,
-// LOCUS_CUDA_PROJ_ROUTE=fold). For softmax routing without a bias the router's choice depends
+// The attention's output projection and a folded MoE router in one launch (decode,
+// CudaBackendOptions::fold_router). For softmax routing without a bias the router's choice depends
 // on the post-attention norm only through a positive scale: with s = residual + o, o = Wo a,
 //   logits = Wr (g * s) / rms(s) = (Wg residual + Mf a) / rms(s),  Wg = Wr * g, Mf = Wg Wo,
 // so the top-k ids follow from raw = Wg residual + Mf a, which needs only what the projection
@@ -39,7 +39,6 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   auto* rs = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(s.xs) + xs_bytes);
   unsigned char* fr = reinterpret_cast<unsigned char*>(s.xs) + xs_bytes + rs_bytes;
   uint64_t* fr_full = s.full + (kMaxStages - 1);
-  const size_t stage_bytes = static_cast<size_t>(kUnitRows) * k * sizeof(bf16);
   const int router_ctas = (f.experts + kFoldExperts - 1) / kFoldExperts;
   const bool router_cta = static_cast<int>(blockIdx.x) < router_ctas;
   const int e0 = static_cast<int>(blockIdx.x) * kFoldExperts;
@@ -72,18 +71,11 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
                        static_cast<uint32_t>(n * sizeof(bf16)), fr_full, policy);
       }
     }
-    for (int64_t i = 0; i < u1 - u0; ++i) {
-      acquire_stage(s, i, stages);
-      const int row0 = static_cast<int>((u0 + i) * kUnitRows);
-      const int rows = n - row0 < kUnitRows ? n - row0 : kUnitRows;
-      uint64_t* bar = s.full + i % stages;
-      bulk::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(rows * k * sizeof(bf16)));
-      unsigned char* dst = s.stage0 + (i % stages) * stage_bytes;
-      for (int q = 0; q < rows; ++q)
-        bulk::copy_g2s(dst + static_cast<size_t>(q) * k * sizeof(bf16),
-                       w + static_cast<int64_t>(row0 + q) * k,
-                       static_cast<uint32_t>(k * sizeof(bf16)), bar, policy);
-    }
+    GemvSegments one;
+    one.seg[0].w = w;
+    one.seg[0].rows = n;
+    one.count = 1;
+    produce_dense_units(s, one, n, k, u0, u1, stages, policy);
     return;
   }
   auto sync = [] { bulk::named_sync(kConsumerWarps * 32); };
@@ -138,23 +130,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   }
   for (int64_t i = 0; i < u1 - u0; ++i) {
     const int row = static_cast<int>((u0 + i) * kUnitRows) + warp;
-    wait_stage(s, i, stages);
     float acc[M];
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-      acc[m] = 0.0f;
-    if (row < n) {
-      const auto* wrow = reinterpret_cast<const uint4*>(s.stage0 + (i % stages) * stage_bytes +
-                                                        static_cast<size_t>(warp) * k * 2);
-#pragma unroll 4
-      for (int c = lane; c < chunks; c += 32) {
-        const uint4 wv = wrow[c];
-#pragma unroll
-        for (int m = 0; m < M; ++m)
-          acc[m] += dot8(wv, s.xs[m * chunks + c]);
-      }
-    }
-    release_stage(s, i, stages);
+    consume_dense_unit<M>(s, i, stages, k, row < n, acc);
     if (row >= n) continue;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
