@@ -249,7 +249,8 @@ class CudaBackend : public Ops {
   // What a folded router leaves to the next moe_experts call: its pre-norm step and weights.
   struct PendingFold {
     const void* normed = nullptr;
-    Tensor raw;  // f32 [T, E]: the raw logits, read by both expert launches
+    Tensor raw;          // f32 [T, E]: the raw logits, read by both expert launches
+    Tensor norm_weight;  // f32 [n] on the device: the pre-norm's weight (args.pre.weight)
     cuda::MoeFoldArgs args;
   };
   std::optional<PendingFold> pending_fold_;

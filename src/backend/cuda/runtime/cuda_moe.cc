@@ -167,6 +167,11 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   cuda::GemvAddRmsNorm pre;
   LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
   if (!fits) return false;
+  // The norm weight on the device, held until the experts' launch reads it: a host weight's
+  // upload would otherwise go back to the allocator when this call returns (gemv_pre_norm's
+  // own copy serves only a launch made right away).
+  LOCUS_ASSIGN_OR_RETURN(Tensor norm_weight, ensure_device(step.weight, DType::kF32));
+  pre.weight = norm_weight.data<float>();
   LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
   LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
   const int64_t experts = router.out_features();
@@ -219,6 +224,7 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   }
   LOCUS_RETURN_IF_ERROR(cuda_status("fold_route (gemv)", err));
   pending.normed = step.normed.raw_data();
+  pending.norm_weight = std::move(norm_weight);
   pending.args.pre = pre;
   pending.args.logits = pending.raw.data<float>();
   pending.args.logits_out = router_logits.data<float>();
