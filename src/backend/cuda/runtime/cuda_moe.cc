@@ -2,9 +2,7 @@
 // and the routed experts (the GEMV path for a few tokens, the aligned grouped GEMMs otherwise).
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -196,13 +194,9 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
                                    static_cast<int>(n), static_cast<int>(k), stream_)));
     it = folded_routers_.emplace(key, std::move(f)).first;
   }
-  // Up to kFoldMaxTokens rows: above, every gate_up CTA's own pre-norm and pick cost more than
+  // One token only: at two and four, every gate_up CTA's own pre-norm and pick cost more than
   // the router launch they replace (docs/benchmarks.md, "The folded router").
-  static const int64_t max_tokens = [] {
-    const char* v = std::getenv("LOCUS_EXP_FOLD_MAX");
-    return v != nullptr ? std::atoll(v) : kFoldMaxTokens;
-  }();
-  if (m > max_tokens ||
+  if (m > kFoldMaxTokens ||
       !cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
                               static_cast<int>(experts)))
     return false;
@@ -233,11 +227,6 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
   pending.args.experts = static_cast<int>(experts);
   pending.args.renormalize = routing.renormalize;
   pending.args.scale = routing.routed_scaling_factor;
-  static const bool early = [] {
-    const char* v = std::getenv("LOCUS_EXP_FOLD_EARLY");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
-  pending.args.early = early;
   pending_fold_ = std::move(pending);
   return true;
 }
