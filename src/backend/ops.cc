@@ -645,6 +645,24 @@ Status Ops::add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& 
                                     topk_weights);
 }
 
+Status Ops::linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                           const AddRmsNorm& step, const LinearWeight& router,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights, bool experts_follow) {
+  constexpr std::string_view op = "linear_add_rms_norm_moe_router";
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "step.delta", step.delta));
+  LOCUS_RETURN_IF_ERROR(validate_linear(op, x, proj, step.delta));
+  LOCUS_RETURN_IF_ERROR(validate_add_rms_norm(op, step));
+  LOCUS_RETURN_IF_ERROR(check_defined(op, "router_logits", router_logits));
+  LOCUS_RETURN_IF_ERROR(check_dtype(op, "router_logits", router_logits, DType::kF32));
+  LOCUS_RETURN_IF_ERROR(validate_linear(op, step.normed, router, router_logits));
+  LOCUS_RETURN_IF_ERROR(
+      validate_moe_route(op, router_logits, correction_bias, routing, topk_ids, topk_weights));
+  return do_linear_add_rms_norm_moe_router(x, proj, step, router, correction_bias, routing,
+                                           router_logits, topk_ids, topk_weights, experts_follow);
+}
+
 Status Ops::validate_moe_route(std::string_view op, const Tensor& router_logits,
                                const Tensor& correction_bias, const MoeRouting& routing,
                                const Tensor& topk_ids, const Tensor& topk_weights) const {

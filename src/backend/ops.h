@@ -364,6 +364,16 @@ class Ops {
   Status add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeight& router,
                                  const Tensor& correction_bias, const MoeRouting& routing,
                                  Tensor& router_logits, Tensor& topk_ids, Tensor& topk_weights);
+  // linear(x, proj, step.delta), then add_rms_norm_moe_router(step, ...): the attention's output
+  // projection and the router that consumes it. With `experts_follow` the caller's next op is
+  // moe_experts(step.normed, topk_ids, topk_weights, ...), and a backend may leave step's
+  // residual_out and normed, the logits, ids and weights to that call (the CUDA backend's folded
+  // router, gemv_fold_route.cuh); they are all written once it returns.
+  Status linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                        const AddRmsNorm& step, const LinearWeight& router,
+                                        const Tensor& correction_bias, const MoeRouting& routing,
+                                        Tensor& router_logits, Tensor& topk_ids,
+                                        Tensor& topk_weights, bool experts_follow = false);
   // out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]). x [T, hidden],
   // experts[e] for every expert id, out [T, hidden]. An expert whose weights are all undefined
   // is on another rank (expert parallelism): its share is left out, and the ranks' outputs sum
@@ -462,6 +472,10 @@ class Ops {
                                             const Tensor& correction_bias,
                                             const MoeRouting& routing, Tensor& router_logits,
                                             Tensor& topk_ids, Tensor& topk_weights);
+  virtual Status do_linear_add_rms_norm_moe_router(
+      const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step, const LinearWeight& router,
+      const Tensor& correction_bias, const MoeRouting& routing, Tensor& router_logits,
+      Tensor& topk_ids, Tensor& topk_weights, bool experts_follow);
   virtual Status do_write_kv_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache) = 0;
   virtual Status do_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

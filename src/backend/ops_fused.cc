@@ -49,6 +49,18 @@ Status Ops::do_add_rms_norm_moe_router(const AddRmsNorm& step, const LinearWeigh
                     topk_weights);
 }
 
+Status Ops::do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                              const AddRmsNorm& step, const LinearWeight& router,
+                                              const Tensor& correction_bias,
+                                              const MoeRouting& routing, Tensor& router_logits,
+                                              Tensor& topk_ids, Tensor& topk_weights,
+                                              bool /*experts_follow*/) {
+  Tensor delta = step.delta;  // linear's out is a non-const reference to the same storage
+  LOCUS_RETURN_IF_ERROR(linear(x, proj, delta));
+  return add_rms_norm_moe_router(step, router, correction_bias, routing, router_logits, topk_ids,
+                                 topk_weights);
+}
+
 Status Ops::do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec,
                                       const Tensor& positions, const RopeParams& rope,
                                       const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache,

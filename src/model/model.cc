@@ -168,12 +168,16 @@ Expected<KvCache> Model::allocate_kv_cache(int64_t num_blocks, int64_t block_siz
 }
 
 Expected<Tensor> Model::run_layer(const DecoderLayer& layer, const Tensor& x, const AddRmsNorm* pre,
-                                  const DeviceBatch& batch, KvCacheLayer& cache) {
+                                  const DeviceBatch& batch, KvCacheLayer& cache,
+                                  PendingProjection* o) {
   if (layer.mla) {
     if (pre != nullptr) LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(*pre));
     return layer.mla->forward(ops_, x, batch, cache);
   }
-  return layer.gqa->forward(ops_, x, batch, cache, pre);
+  if (o == nullptr) return layer.gqa->forward(ops_, x, batch, cache, pre);
+  LOCUS_ASSIGN_OR_RETURN(o->input, layer.gqa->attend(ops_, x, batch, cache, pre));
+  o->weight = &layer.gqa->o_proj();
+  return ops_.empty({x.size(0), o->weight->out_features()}, ops_.activation_dtype());
 }
 
 Expected<Tensor> Model::forward(const ForwardBatch& batch, KvCache& cache) {
@@ -215,13 +219,20 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
   Tensor pending;  // the previous layer's MLP output, not yet added to residual
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& layer = layers_[i];
+    // A GQA layer's o projection runs inside the MoE router's op (one launch at decode on the
+    // GPU), unless split heads leave partial sums that need an all-reduce in between.
+    const bool defer_o =
+        layer.moe && layer.gqa && !(parallel_.is_parallel() && layer.gqa->is_split());
+    PendingProjection o;
+    PendingProjection* o_out = defer_o ? &o : nullptr;
     Tensor attn;
     if (pending.defined()) {
       const AddRmsNorm pre = step(pending, layer.input_norm);
-      LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, &pre, device, cache.layers[i]));
+      LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, &pre, device, cache.layers[i], o_out));
       std::swap(residual, spare);
     } else {
-      LOCUS_ASSIGN_OR_RETURN(attn, run_layer(layer, normed, nullptr, device, cache.layers[i]));
+      LOCUS_ASSIGN_OR_RETURN(attn,
+                             run_layer(layer, normed, nullptr, device, cache.layers[i], o_out));
     }
     // Split heads leave partial sums of the o projection.
     if (parallel_.is_parallel() && (layer.mla || layer.gqa->is_split())) {
@@ -229,7 +240,7 @@ Expected<Tensor> Model::forward_device(const DeviceBatch& device, KvCache& cache
     }
     const AddRmsNorm post = step(attn, layer.post_attention_norm);
     if (layer.moe) {
-      LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post, device.dp_max_tokens));
+      LOCUS_ASSIGN_OR_RETURN(pending, layer.moe->forward(ops_, post, device.dp_max_tokens, o_out));
     } else {
       LOCUS_RETURN_IF_ERROR(ops_.add_rms_norm_to(post));
       LOCUS_ASSIGN_OR_RETURN(pending, gated_mlp_forward(ops_, *layer.dense_mlp, normed));

@@ -67,9 +67,12 @@ class Model {
   // prepared_bytes: what the weights take on the backend (a progress bar above 256 MiB).
   Status load_weights(const WeightSource& source, const ArchitectureSpec& spec,
                       uint64_t prepared_bytes);
-  // With `pre`, x is pre->normed and the layer runs the pre-norm step first.
+  // With `pre`, x is pre->normed and the layer runs the pre-norm step first. With `o`
+  // (GQA layers only), the o projection is left to the caller: o receives its input and weight,
+  // and the returned tensor is its (unwritten) output.
   Expected<Tensor> run_layer(const DecoderLayer& layer, const Tensor& x, const AddRmsNorm* pre,
-                             const DeviceBatch& batch, KvCacheLayer& cache);
+                             const DeviceBatch& batch, KvCacheLayer& cache,
+                             PendingProjection* o = nullptr);
 
   ModelConfig config_;
   Ops& ops_;

@@ -5,6 +5,7 @@
 // SKIPPED where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -387,6 +388,225 @@ TEST_F(GpuGemv, RouterGemvRoutesInItsLastCta) {
                 download<float>(ref.topk_weights, pick_bytes / 4));
       EXPECT_EQ(download<int>(counter, 1)[0], 0) << "counter not reset";
     }
+  }
+}
+
+// The folded router (gemv_fold_route.cuh) against the projection + fused router launches: the
+// projection and the pre-norm outputs bit-equal, the logits equal up to rounding (raw / rms
+// against normed . Wr), the same experts unless two logits are within rounding of each other,
+// weights within rounding, and the experts' output close to the unfolded one's.
+TEST_F(GpuGemv, FoldedRouterMatchesTheUnfoldedRouterUpToRounding) {
+  struct Case {
+    int m, n, k, experts, top_k, inter;
+    bool renormalize;
+  };
+  const std::vector<Case> cases = {
+      {1, 2048, 4096, 128, 8, 96, true},  // qwen3-30b-a3b (narrower experts)
+      {3, 2048, 4096, 128, 8, 64, true}, {4, 1024, 2048, 64, 6, 40, false},
+      {2, 768, 512, 60, 4, 32, true},    {1, 4096, 4096, 8, 2, 64, true},  // Mixtral-like
+  };
+  int* counters = static_cast<int*>(zeros(4 * sizeof(int)));
+  ASSERT_EQ(cudaMemset(counters, 0, 4 * sizeof(int)), cudaSuccess);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                 " k=" + std::to_string(c.k) + " experts=" + std::to_string(c.experts));
+    const size_t mn = static_cast<size_t>(c.m) * c.n;
+    const auto x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.0f);
+    const auto w = random_bf16(static_cast<size_t>(c.n) * c.k, 0.02f);
+    const auto wr = random_bf16(static_cast<size_t>(c.experts) * c.n, 0.05f);
+    const auto residual = random_bf16(mn, 1.0f);
+    std::vector<float> norm_w(static_cast<size_t>(c.n));
+    for (auto& v : norm_w)
+      v = std::normal_distribution<float>(1.0f, 0.2f)(rng_);
+    const uint16_t* d_x = upload(x);
+    const uint16_t* d_w = upload(w);
+    const uint16_t* d_wr = upload(wr);
+    const uint16_t* d_residual = upload(residual);
+    const float* d_norm_w = upload(norm_w);
+    std::vector<const void*> gate_d, up_d, down_d;
+    for (int e = 0; e < c.experts; ++e) {
+      gate_d.push_back(upload(random_bf16(static_cast<size_t>(c.inter) * c.n, 0.05f)));
+      up_d.push_back(upload(random_bf16(static_cast<size_t>(c.inter) * c.n, 0.05f)));
+      down_d.push_back(upload(random_bf16(static_cast<size_t>(c.n) * c.inter, 0.05f)));
+    }
+    const size_t logits_n = static_cast<size_t>(c.m) * c.experts;
+    const size_t picks = static_cast<size_t>(c.m) * c.top_k;
+    struct Run {
+      void* y;
+      void* residual_out;
+      void* normed;
+      float* logits;
+      int32_t* ids;
+      float* weights;
+      void* out;
+      cuda::GemvAddRmsNorm pre;
+      cuda::MoeGemvArgs moe;
+    };
+    auto make_run = [&] {
+      Run r;
+      r.y = zeros(mn * 2);
+      r.residual_out = zeros(mn * 2);
+      r.normed = zeros(mn * 2);
+      r.logits = static_cast<float*>(zeros(logits_n * 4));
+      r.ids = static_cast<int32_t*>(zeros(picks * 4));
+      r.weights = static_cast<float*>(zeros(picks * 4));
+      r.out = zeros(mn * 2);
+      r.pre.residual = d_residual;
+      r.pre.delta = r.y;
+      r.pre.weight = d_norm_w;
+      r.pre.eps = 1e-6f;
+      r.pre.residual_out = r.residual_out;
+      r.pre.normed = r.normed;
+      r.moe.x = r.normed;
+      r.moe.x_row_stride = c.n;
+      r.moe.topk_ids = r.ids;
+      r.moe.topk_weights = r.weights;
+      r.moe.gate_w = upload(gate_d);
+      r.moe.up_w = upload(up_d);
+      r.moe.down_w = upload(down_d);
+      r.moe.out = r.out;
+      r.moe.num_tokens = c.m;
+      r.moe.num_experts = c.experts;
+      r.moe.top_k = c.top_k;
+      r.moe.hidden = c.n;
+      r.moe.inter = c.inter;
+      r.moe.workspace_bytes = cuda::moe_gemv_workspace_bytes(r.moe);
+      r.moe.workspace = zeros(r.moe.workspace_bytes);
+      return r;
+    };
+    Run ref = make_run();
+    cuda::MoeRouteArgs route;
+    route.num_tokens = c.m;
+    route.num_experts = c.experts;
+    route.top_k = c.top_k;
+    route.renormalize = c.renormalize;
+    route.routed_scaling_factor = 1.5f;
+    route.topk_ids = ref.ids;
+    route.topk_weights = ref.weights;
+    CUDA_ASSERT(cuda::launch_gemv(d_x, c.k, d_w, ref.y, false, c.m, c.n, c.k, 0));
+    CUDA_ASSERT(cuda::launch_gemv_route(nullptr, c.n, d_wr, ref.logits, c.m, c.n, route,
+                                        counters + 1, 0, &ref.pre));
+    CUDA_ASSERT(cuda::launch_moe_gemv(ref.moe, 0));
+
+    void* mf = zeros(static_cast<size_t>(c.experts) * c.k * 2);
+    void* wg = zeros(static_cast<size_t>(c.experts) * c.n * 2);
+    CUDA_ASSERT(
+        cuda::launch_fold_router_weights(d_wr, d_norm_w, d_w, mf, wg, c.experts, c.n, c.k, 0));
+    ASSERT_TRUE(cuda::moe_gemv_fold_ok(c.m, c.top_k, c.experts));
+    Run fold = make_run();
+    cuda::FoldRouteArgs f;
+    f.mf = mf;
+    f.wg = wg;
+    f.residual = d_residual;
+    f.logits = fold.logits;
+    f.experts = c.experts;
+    cuda::MoeFoldArgs fa;
+    fa.pre = fold.pre;
+    fa.logits = fold.logits;
+    float* logits_out = static_cast<float*>(zeros(logits_n * 4));
+    fa.logits_out = logits_out;
+    fa.topk_ids_out = fold.ids;
+    fa.topk_weights = fold.weights;
+    fa.experts = c.experts;
+    fa.renormalize = c.renormalize;
+    fa.scale = 1.5f;
+    fold.moe.fold = &fa;
+    // Twice, the second time picking before the pre-norm (MoeFoldArgs::early): the same bits.
+    std::vector<uint16_t> first_out;
+    std::vector<int32_t> first_ids;
+    std::vector<float> first_weights;
+    for (int rep = 0; rep < 2; ++rep) {
+      fa.early = rep == 1;
+      CUDA_ASSERT(cuda::launch_gemv_fold_route(d_x, c.k, d_w, fold.y, c.m, c.n, c.k, f, 0));
+      CUDA_ASSERT(cuda::launch_moe_gemv(fold.moe, 0));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      EXPECT_EQ(download<int>(counters + 1, 1), (std::vector<int>{0})) << "counter not reset";
+      if (rep == 0) {
+        first_out = download<uint16_t>(fold.out, mn);
+        first_ids = download<int32_t>(fold.ids, picks);
+        first_weights = download<float>(fold.weights, picks);
+      } else {
+        EXPECT_EQ(download<uint16_t>(fold.out, mn), first_out) << "early pick: out";
+        EXPECT_EQ(download<int32_t>(fold.ids, picks), first_ids) << "early pick: ids";
+        EXPECT_EQ(download<float>(fold.weights, picks), first_weights) << "early pick: weights";
+      }
+    }
+    EXPECT_EQ(download<uint16_t>(fold.y, mn), download<uint16_t>(ref.y, mn)) << "y";
+    EXPECT_EQ(download<uint16_t>(fold.residual_out, mn), download<uint16_t>(ref.residual_out, mn))
+        << "residual_out";
+    EXPECT_EQ(download<uint16_t>(fold.normed, mn), download<uint16_t>(ref.normed, mn)) << "normed";
+    const auto res_out = download<uint16_t>(ref.residual_out, mn);
+    const auto ref_logits = download<float>(ref.logits, logits_n);
+    const auto raw = download<float>(fold.logits, logits_n);
+    const auto scaled = download<float>(logits_out, logits_n);
+    const auto ref_ids = download<int32_t>(ref.ids, picks);
+    const auto fold_ids = download<int32_t>(fold.ids, picks);
+    const auto ref_w = download<float>(ref.weights, picks);
+    const auto fold_w = download<float>(fold.weights, picks);
+    const auto fold_out = download<uint16_t>(fold.out, mn);
+    for (int t = 0; t < c.m; ++t) {
+      double ss = 0.0;
+      for (int j = 0; j < c.n; ++j) {
+        const double v = bf16_bits_to_f32(res_out[static_cast<size_t>(t) * c.n + j]);
+        ss += v * v;
+      }
+      const double inv = 1.0 / std::sqrt(ss / c.n + 1e-6);
+      std::vector<double> got, want;
+      for (int e = 0; e < c.experts; ++e) {
+        got.push_back(raw[static_cast<size_t>(t) * c.experts + e] * inv);
+        want.push_back(ref_logits[static_cast<size_t>(t) * c.experts + e]);
+      }
+      EXPECT_LT(rel_l2(got, want), 1e-2) << "token " << t << " logits";
+      std::vector<double> out_logits;
+      for (int e = 0; e < c.experts; ++e)
+        out_logits.push_back(scaled[static_cast<size_t>(t) * c.experts + e]);
+      EXPECT_LT(rel_l2(out_logits, got), 1e-5) << "token " << t << " logits_out = raw / rms";
+      std::vector<double> sorted = want;
+      std::sort(sorted.rbegin(), sorted.rend());
+      const double gap =
+          sorted[static_cast<size_t>(c.top_k) - 1] - sorted[static_cast<size_t>(c.top_k)];
+      const auto row = [&](const auto& v) {
+        return std::vector(v.begin() + static_cast<int64_t>(t) * c.top_k,
+                           v.begin() + static_cast<int64_t>(t + 1) * c.top_k);
+      };
+      if (row(fold_ids) != row(ref_ids)) {
+        // Only a near tie may pick differently: within rounding of the logits' scale.
+        EXPECT_LT(gap, 2e-2 * (sorted.front() - sorted.back())) << "token " << t << " ids differ";
+      }
+      // The fold's own picks and weights from its raw logits, in double on the host.
+      std::vector<int> order(static_cast<size_t>(c.experts));
+      for (int e = 0; e < c.experts; ++e)
+        order[static_cast<size_t>(e)] = e;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return got[static_cast<size_t>(a)] > got[static_cast<size_t>(b)];
+      });
+      const double top = got[static_cast<size_t>(order[0])];
+      double total = 0.0, picked = 0.0;
+      for (double v : got)
+        total += std::exp(v - top);
+      for (int j = 0; j < c.top_k; ++j)
+        picked += std::exp(got[static_cast<size_t>(order[static_cast<size_t>(j)])] - top) / total;
+      for (int j = 0; j < c.top_k; ++j) {
+        const size_t i = static_cast<size_t>(t) * c.top_k + j;
+        EXPECT_EQ(fold_ids[i], order[static_cast<size_t>(j)]) << "pick " << j;
+        double want_w =
+            std::exp(got[static_cast<size_t>(order[static_cast<size_t>(j)])] - top) / total;
+        if (c.renormalize) want_w /= picked;
+        EXPECT_NEAR(fold_w[i], 1.5 * want_w, 1e-4 * 1.5 * want_w + 1e-7) << "weight " << j;
+        if (row(fold_ids) == row(ref_ids)) {
+          EXPECT_NEAR(fold_w[i], ref_w[i], 3e-2 * ref_w[i] + 1e-6) << "weight vs unfolded " << j;
+        }
+      }
+    }
+    // The experts of the folded launch equal the plain launch on the same normed rows, picks and
+    // weights, bit for bit.
+    Run check = make_run();
+    check.moe.x = ref.normed;
+    check.moe.topk_ids = fold.ids;
+    check.moe.topk_weights = fold.weights;
+    CUDA_ASSERT(cuda::launch_moe_gemv(check.moe, 0));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_EQ(download<uint16_t>(check.out, mn), fold_out) << "expert output";
   }
 }
 

@@ -32,7 +32,8 @@ struct RoutingRecord {
 };
 
 // The CUDA backend, recording. The logits come from whichever router op ran last (the fused
-// router, the plain router or moe_route); the ids are what moe_experts is handed.
+// router, the plain router or moe_route); the ids are what moe_experts is handed, read once it
+// has run.
 class RecordingCudaBackend final : public CudaBackend {
  public:
   explicit RecordingCudaBackend(const CudaBackendOptions& options) : CudaBackend(options) {}
@@ -57,6 +58,16 @@ class RecordingCudaBackend final : public CudaBackend {
     return CudaBackend::do_add_rms_norm_moe_router(step, router, correction_bias, routing,
                                                    router_logits, topk_ids, topk_weights);
   }
+  Status do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                           const AddRmsNorm& step, const LinearWeight& router,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights, bool experts_follow) override {
+    logits_ = router_logits;
+    return CudaBackend::do_linear_add_rms_norm_moe_router(x, proj, step, router, correction_bias,
+                                                          routing, router_logits, topk_ids,
+                                                          topk_weights, experts_follow);
+  }
   Status do_moe_route(const Tensor& router_logits, const Tensor& correction_bias,
                       const MoeRouting& routing, Tensor& topk_ids, Tensor& topk_weights) override {
     logits_ = router_logits;
@@ -65,6 +76,8 @@ class RecordingCudaBackend final : public CudaBackend {
   }
   Status do_moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                         std::span<const ExpertWeights> experts, Tensor& out) override {
+    // Read back after the experts ran: a folded router leaves its ids and logits to them.
+    LOCUS_RETURN_IF_ERROR(CudaBackend::do_moe_experts(x, topk_ids, topk_weights, experts, out));
     RoutingRecord r;
     r.tokens = topk_ids.size(0);
     r.top_k = topk_ids.size(1);
@@ -79,7 +92,7 @@ class RecordingCudaBackend final : public CudaBackend {
       r.logits = to_floats(*logits);
       tape.push_back(std::move(r));
     }
-    return CudaBackend::do_moe_experts(x, topk_ids, topk_weights, experts, out);
+    return Status::ok();
   }
 
  private:

@@ -104,6 +104,56 @@ TEST(OpsPreNorm, MoeRouterEqualsTheStepThenTheRouter) {
   EXPECT_EQ(to_floats(s.step.residual_out), to_floats(s.expected_residual));
 }
 
+TEST(OpsPreNorm, ProjectionThenMoeRouterEqualsTheTwoOps) {
+  CpuBackend cpu;
+  const int64_t t = 3, heads = 24, hidden = 32, experts = 16, k = 4;
+  Step s = make_step(cpu, t, hidden, 60);
+  LinearWeight proj, router;
+  proj.weight = random_f32({hidden, heads}, 61, -0.3f, 0.3f);
+  proj = cpu.prepare_linear(proj).value();
+  router.weight = random_f32({experts, hidden}, 62, -0.3f, 0.3f);
+  router = cpu.prepare_linear(router).value();
+  const Tensor x = random_f32({t, heads}, 63);
+  MoeRouting r;
+  r.top_k = k;
+  r.renormalize = true;
+  Tensor logits = Tensor::empty({t, experts}, DType::kF32).value();
+  Tensor ids = Tensor::empty({t, k}, DType::kI32).value();
+  Tensor wts = Tensor::empty({t, k}, DType::kF32).value();
+  AddRmsNorm step = s.step;
+  step.delta = Tensor::empty({t, hidden}, DType::kF32).value();
+  ASSERT_TRUE(
+      cpu.linear_add_rms_norm_moe_router(x, proj, step, router, Tensor(), r, logits, ids, wts)
+          .is_ok());
+  // The two ops, one after the other.
+  AddRmsNorm ref = s.step;
+  ref.delta = Tensor::empty({t, hidden}, DType::kF32).value();
+  ref.residual_out = Tensor::empty({t, hidden}, DType::kF32).value();
+  ref.normed = Tensor::empty({t, hidden}, DType::kF32).value();
+  ASSERT_TRUE(cpu.linear(x, proj, ref.delta).is_ok());
+  Tensor want_logits = Tensor::empty({t, experts}, DType::kF32).value();
+  Tensor want_ids = Tensor::empty({t, k}, DType::kI32).value();
+  Tensor want_wts = Tensor::empty({t, k}, DType::kF32).value();
+  ASSERT_TRUE(cpu.add_rms_norm_moe_router(ref, router, Tensor(), r, want_logits, want_ids, want_wts)
+                  .is_ok());
+  EXPECT_EQ(to_floats(step.delta), to_floats(ref.delta));
+  EXPECT_EQ(to_floats(step.residual_out), to_floats(ref.residual_out));
+  EXPECT_EQ(to_floats(step.normed), to_floats(ref.normed));
+  EXPECT_EQ(to_floats(logits), to_floats(want_logits));
+  EXPECT_EQ(std::memcmp(ids.raw_data(), want_ids.raw_data(), ids.nbytes()), 0);
+  EXPECT_EQ(to_floats(wts), to_floats(want_wts));
+
+  // A projection whose output is not the step's width is refused with the op's name.
+  LinearWeight narrow;
+  narrow.weight = random_f32({hidden - 8, heads}, 64);
+  narrow = cpu.prepare_linear(narrow).value();
+  const Status st =
+      cpu.linear_add_rms_norm_moe_router(x, narrow, step, router, Tensor(), r, logits, ids, wts);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.to_string().find("linear_add_rms_norm_moe_router"), std::string::npos)
+      << st.to_string();
+}
+
 TEST(OpsPreNorm, RefusesAliasingAFusedKernelCannotSurvive) {
   CpuBackend cpu;
   Step s = make_step(cpu, 2, 16, 50);

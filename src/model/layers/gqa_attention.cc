@@ -79,6 +79,15 @@ Status add_squares(Ops& ops, const Tensor& qkv, int64_t start, int64_t width, Te
 
 Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBatch& batch,
                                        KvCacheLayer& cache, const AddRmsNorm* pre) const {
+  LOCUS_ASSIGN_OR_RETURN(Tensor heads, attend(ops, x, batch, cache, pre));
+  LOCUS_ASSIGN_OR_RETURN(Tensor out,
+                         ops.empty({x.size(0), o_proj_.out_features()}, ops.activation_dtype()));
+  LOCUS_RETURN_IF_ERROR(ops.linear(heads, o_proj_, out));
+  return out;
+}
+
+Expected<Tensor> GqaAttention::attend(Ops& ops, const Tensor& x, const DeviceBatch& batch,
+                                      KvCacheLayer& cache, const AddRmsNorm* pre) const {
   const int64_t tokens = x.size(0);
   const DType dtype = ops.activation_dtype();
   const QkvSpec& s = qkv_;
@@ -108,10 +117,7 @@ Expected<Tensor> GqaAttention::forward(Ops& ops, const Tensor& x, const DeviceBa
   LOCUS_RETURN_IF_ERROR(ops.qkv_norm_rope_attention(qkv, spec, batch.positions, rope_,
                                                     batch.attention.slot_mapping, cache.k, cache.v,
                                                     batch.attention, params_, q, attn));
-  LOCUS_ASSIGN_OR_RETURN(Tensor attn2, attn.reshape({tokens, s.num_heads * s.v_head_dim}));
-  LOCUS_ASSIGN_OR_RETURN(Tensor out, ops.empty({tokens, o_proj_.out_features()}, dtype));
-  LOCUS_RETURN_IF_ERROR(ops.linear(attn2, o_proj_, out));
-  return out;
+  return attn.reshape({tokens, s.num_heads * s.v_head_dim});
 }
 
 }  // namespace locus

@@ -28,6 +28,11 @@ class GqaAttention {
   // pre->normed and the QKV projection runs the pre-norm step first (add_rms_norm_merged_linear).
   Expected<Tensor> forward(Ops& ops, const Tensor& x, const DeviceBatch& batch, KvCacheLayer& cache,
                            const AddRmsNorm* pre = nullptr) const;
+  // forward without the o projection: the heads' outputs [T, heads * v_head_dim], for a caller
+  // that runs o_proj() inside the op that consumes it (linear_add_rms_norm_moe_router).
+  Expected<Tensor> attend(Ops& ops, const Tensor& x, const DeviceBatch& batch, KvCacheLayer& cache,
+                          const AddRmsNorm* pre = nullptr) const;
+  const LinearWeight& o_proj() const { return o_proj_; }
 
   // Whether the heads are split over the tensor-parallel ranks (the output is a partial sum).
   bool is_split() const { return split_; }

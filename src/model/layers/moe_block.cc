@@ -26,6 +26,7 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
   for (int64_t e = 0; e < moe.num_experts; ++e) {
     if (!parallel.owns_expert(e, moe.num_experts)) {
       block.experts_.emplace_back();  // on another rank: left out of this rank's sum
+      block.all_experts_local_ = false;
       continue;
     }
     LOCUS_ASSIGN_OR_RETURN(
@@ -51,22 +52,30 @@ Expected<MoeBlock> MoeBlock::load(WeightLoader& loader, const ArchitectureSpec& 
 }
 
 Expected<Tensor> MoeBlock::forward(Ops& ops, const Tensor& x) const {
-  return run(ops, x, nullptr, 0);
+  return run(ops, x, nullptr, 0, nullptr);
 }
 
-Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens) const {
-  return run(ops, step.normed, &step, dp_max_tokens);
+Expected<Tensor> MoeBlock::forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens,
+                                   const PendingProjection* proj) const {
+  return run(ops, step.normed, &step, dp_max_tokens, proj);
 }
 
 Expected<Tensor> MoeBlock::run(Ops& ops, const Tensor& x, const AddRmsNorm* step,
-                               int64_t dp_max_tokens) const {
+                               int64_t dp_max_tokens, const PendingProjection* proj) const {
   const int64_t tokens = x.size(0);
   const int64_t k = routing_.top_k;
   // The router runs in f32 whatever the activation dtype (transformers casts both sides).
   LOCUS_ASSIGN_OR_RETURN(Tensor logits, ops.empty({tokens, router_.out_features()}, DType::kF32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_ids, ops.empty({tokens, k}, DType::kI32));
   LOCUS_ASSIGN_OR_RETURN(Tensor topk_weights, ops.empty({tokens, k}, DType::kF32));
-  if (step != nullptr) {
+  if (proj != nullptr) {
+    // The experts come next on this rank's own tokens (no exchange, every expert here): the
+    // backend may leave the routing's last steps to them.
+    const bool experts_follow = exchange_ == nullptr && all_experts_local_;
+    LOCUS_RETURN_IF_ERROR(ops.linear_add_rms_norm_moe_router(
+        proj->input, *proj->weight, *step, router_, correction_bias_, routing_, logits, topk_ids,
+        topk_weights, experts_follow));
+  } else if (step != nullptr) {
     LOCUS_RETURN_IF_ERROR(ops.add_rms_norm_moe_router(*step, router_, correction_bias_, routing_,
                                                       logits, topk_ids, topk_weights));
   } else {

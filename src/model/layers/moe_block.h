@@ -15,6 +15,13 @@
 
 namespace locus {
 
+// A linear not run yet whose output is a pre-norm step's delta (the attention's o projection):
+// the router op runs it (linear_add_rms_norm_moe_router), so a backend can fuse the two.
+struct PendingProjection {
+  Tensor input;
+  const LinearWeight* weight = nullptr;
+};
+
 class MoeBlock {
  public:
   // `layer_prefix` is "model.layers.<i>.". With tensor parallelism each rank holds a slice of
@@ -28,15 +35,18 @@ class MoeBlock {
   Expected<Tensor> forward(Ops& ops, const Tensor& x) const;
   // The same on step.normed, with the pre-norm step run by the router
   // (add_rms_norm_moe_router). `dp_max_tokens`: see ExpertExchange::prepare.
-  Expected<Tensor> forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens = 0) const;
+  // With `proj`, step.delta is proj's output, computed here first.
+  Expected<Tensor> forward(Ops& ops, const AddRmsNorm& step, int64_t dp_max_tokens = 0,
+                           const PendingProjection* proj = nullptr) const;
 
  private:
   LinearWeight router_;
   Tensor correction_bias_;  // undefined when the router has none
   std::vector<ExpertWeights> experts_;
+  bool all_experts_local_ = true;  // false with expert parallelism
   std::optional<ExpertWeights> shared_experts_;
-  Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step,
-                       int64_t dp_max_tokens) const;
+  Expected<Tensor> run(Ops& ops, const Tensor& x, const AddRmsNorm* step, int64_t dp_max_tokens,
+                       const PendingProjection* proj) const;
   MoeRouting routing_;
   // Set when the experts are spread over data-parallel ranks: takes each rank's routed tokens
   // to the experts' ranks and the outputs back.

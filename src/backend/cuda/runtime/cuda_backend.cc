@@ -104,6 +104,9 @@ Status CudaBackend::initialize() {
   if (const char* env = std::getenv("LOCUS_CUDA_GEMV"); env != nullptr && env[0] == '0') {
     options_.small_batch_gemv = false;
   }
+  if (const char* env = std::getenv("LOCUS_CUDA_FOLD_ROUTER"); env != nullptr) {
+    options_.fold_router = env[0] != '0';
+  }
   if (const char* env = std::getenv("LOCUS_CUDA_OP_PROFILE"); env != nullptr && env[0] == '1') {
     profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
   }

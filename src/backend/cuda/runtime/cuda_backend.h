@@ -8,11 +8,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/kernels/elementwise/elementwise_launch.h"
+#include "backend/cuda/kernels/gemv/gemv_launch.h"
 #include "backend/cuda/runtime/cublas_gemm.h"
 #include "backend/cuda/runtime/device_allocator.h"
 #include "backend/cuda/runtime/op_profiler.h"
@@ -33,6 +35,10 @@ struct CudaBackendOptions {
   // GEMV kernels (kernels/gemv/) instead of cuBLASLt / the grouped GEMMs. LOCUS_CUDA_GEMV=0 in
   // the environment turns it off (for A/B measurements).
   bool small_batch_gemv = true;
+  // The folded MoE router at decode (gemv_fold_route.cuh): for softmax routing without a bias,
+  // the router runs beside the attention's o projection instead of after it, and the expert
+  // launches finish the routing. LOCUS_CUDA_FOLD_ROUTER=0 / 1 overrides (A/B measurements).
+  bool fold_router = true;
 };
 
 // A captured sequence of GPU work, replayed on the backend's stream with fixed addresses.
@@ -150,6 +156,11 @@ class CudaBackend : public Ops {
                                     const Tensor& correction_bias, const MoeRouting& routing,
                                     Tensor& router_logits, Tensor& topk_ids,
                                     Tensor& topk_weights) override;
+  Status do_linear_add_rms_norm_moe_router(const Tensor& x, const LinearWeight& proj,
+                                           const AddRmsNorm& step, const LinearWeight& router,
+                                           const Tensor& correction_bias, const MoeRouting& routing,
+                                           Tensor& router_logits, Tensor& topk_ids,
+                                           Tensor& topk_weights, bool experts_follow) override;
   Status do_qkv_norm_rope_write_kv(const Tensor& qkv, const QkvSpec& spec, const Tensor& positions,
                                    const RopeParams& rope, const Tensor& slot_mapping,
                                    Tensor& k_cache, Tensor& v_cache, Tensor& q_out) override;
@@ -216,10 +227,33 @@ class CudaBackend : public Ops {
                                            const Tensor& correction_bias, const MoeRouting& routing,
                                            Tensor& router_logits, Tensor& topk_ids,
                                            Tensor& topk_weights, const cuda::GemvAddRmsNorm* pre);
+  // The folded router (CudaBackendOptions::fold_router): false when it does not apply.
+  Expected<bool> fold_route(const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step,
+                            const LinearWeight& router, const Tensor& correction_bias,
+                            const MoeRouting& routing, Tensor& router_logits, Tensor& topk_ids,
+                            Tensor& topk_weights);
   // Paged attention's split-KV merge counters (attention_launch.h), made on first use.
   static constexpr size_t kSplitCounterSlots = size_t{1} << 20;
   // The last slot belongs to the fused router (moe_router); attention splits get the rest.
   static constexpr size_t kRouterCounterSlot = kSplitCounterSlots - 1;
+  // The folded router's weights of one MoE layer (gemv_fold_route.cuh), keyed by the prepared
+  // router weight, which the entry holds so that its address cannot name another router later;
+  // made on the first call outside graph capture.
+  struct FoldedRouter {
+    Tensor router;
+    Tensor mf;  // bf16 [E, k]: (Wr * g) Wo
+    Tensor wg;  // bf16 [E, n]: Wr * g
+  };
+  std::unordered_map<const void*, FoldedRouter> folded_routers_;
+  static constexpr int64_t kFoldMaxTokens = 1;
+  // What a folded router leaves to the next moe_experts call: its pre-norm step and weights.
+  struct PendingFold {
+    const void* normed = nullptr;
+    Tensor raw;          // f32 [T, E]: the raw logits, read by both expert launches
+    Tensor norm_weight;  // f32 [n] on the device: the pre-norm's weight (args.pre.weight)
+    cuda::MoeFoldArgs args;
+  };
+  std::optional<PendingFold> pending_fold_;
   Expected<int*> split_counters();
   Tensor split_counters_;
   // A rope's inv_freq on the device (uploaded once per RopeParams).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
@@ -133,6 +134,103 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
   return cuda_status("add_rms_norm_moe_router (gemv)", err);
 }
 
+Status CudaBackend::do_linear_add_rms_norm_moe_router(
+    const Tensor& x, const LinearWeight& proj, const AddRmsNorm& step, const LinearWeight& router,
+    const Tensor& correction_bias, const MoeRouting& routing, Tensor& router_logits,
+    Tensor& topk_ids, Tensor& topk_weights, bool experts_follow) {
+  if (experts_follow && options_.fold_router) {
+    LOCUS_ASSIGN_OR_RETURN(bool folded, fold_route(x, proj, step, router, correction_bias, routing,
+                                                   router_logits, topk_ids, topk_weights));
+    if (folded) return Status::ok();
+  }
+  return Ops::do_linear_add_rms_norm_moe_router(x, proj, step, router, correction_bias, routing,
+                                                router_logits, topk_ids, topk_weights,
+                                                experts_follow);
+}
+
+Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj_in,
+                                       const AddRmsNorm& step, const LinearWeight& router_in,
+                                       const Tensor& correction_bias, const MoeRouting& routing,
+                                       Tensor& router_logits, Tensor& topk_ids,
+                                       Tensor& topk_weights) {
+  const int64_t m = x.size(0), k = x.size(1), n = step.normed.size(1);
+  // Only softmax routing without a bias or groups: there the norm's scale cannot change the
+  // order of the experts.
+  if (routing.scoring != ScoringFunc::kSoftmax || correction_bias.defined() ||
+      routing.topk_method != TopkMethod::kGreedy || !options_.small_batch_gemv ||
+      proj_in.bias.defined() || router_in.bias.defined() || x.dtype() != DType::kBF16 ||
+      !on_cuda(x) || x.stride(0) % 8 != 0 || x.stride(1) != 1 || !on_cuda(router_logits) ||
+      !on_cuda(topk_ids) || !on_cuda(topk_weights))
+    return false;
+  cuda::GemvAddRmsNorm pre;
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  if (!fits) return false;
+  // The norm weight on the device, held until the experts' launch reads it: a host weight's
+  // upload would otherwise go back to the allocator when this call returns (gemv_pre_norm's
+  // own copy serves only a launch made right away).
+  LOCUS_ASSIGN_OR_RETURN(Tensor norm_weight, ensure_device(step.weight, DType::kF32));
+  pre.weight = norm_weight.data<float>();
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
+  LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
+  const int64_t experts = router.out_features();
+  // The folded weights, made on the first call outside capture (the profiling step).
+  const void* key = router.weight.raw_data();
+  auto it = folded_routers_.find(key);
+  if (it == folded_routers_.end()) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream_, &capturing);
+    if (capturing != cudaStreamCaptureStatusNone) return false;
+    if (proj.weight.dtype() != DType::kBF16 || router.weight.dtype() != DType::kBF16 ||
+        proj.out_features() != n || router.in_features() != n)
+      return false;
+    FoldedRouter f;
+    f.router = router.weight;
+    LOCUS_ASSIGN_OR_RETURN(f.mf, do_empty({experts, k}, DType::kBF16));
+    LOCUS_ASSIGN_OR_RETURN(f.wg, do_empty({experts, n}, DType::kBF16));
+    LOCUS_RETURN_IF_ERROR(cuda_status(
+        "fold_router_weights", cuda::launch_fold_router_weights(
+                                   router.weight.raw_data(), pre.weight, proj.weight.raw_data(),
+                                   f.mf.raw_data(), f.wg.raw_data(), static_cast<int>(experts),
+                                   static_cast<int>(n), static_cast<int>(k), stream_)));
+    it = folded_routers_.emplace(key, std::move(f)).first;
+  }
+  // One token only: at two and four, every gate_up CTA's own pre-norm and pick cost more than
+  // the router launch they replace (docs/benchmarks.md, "The folded router").
+  if (m > kFoldMaxTokens ||
+      !cuda::moe_gemv_fold_ok(static_cast<int>(m), static_cast<int>(routing.top_k),
+                              static_cast<int>(experts)))
+    return false;
+  auto timer = profile("fold_route", m, experts);
+  PendingFold pending;
+  LOCUS_ASSIGN_OR_RETURN(pending.raw, do_empty({m, experts}, DType::kF32));
+  cuda::FoldRouteArgs f;
+  f.mf = it->second.mf.raw_data();
+  f.wg = it->second.wg.raw_data();
+  f.residual = pre.residual;
+  f.logits = pending.raw.data<float>();
+  f.experts = static_cast<int>(experts);
+  const cudaError_t err = cuda::launch_gemv_fold_route(
+      x.raw_data(), x.stride(0), proj.weight.raw_data(), step.delta.raw_data(), static_cast<int>(m),
+      static_cast<int>(n), static_cast<int>(k), f, stream_);
+  if (err == cudaErrorNotSupported) {
+    cudaGetLastError();
+    return false;
+  }
+  LOCUS_RETURN_IF_ERROR(cuda_status("fold_route (gemv)", err));
+  pending.normed = step.normed.raw_data();
+  pending.norm_weight = std::move(norm_weight);
+  pending.args.pre = pre;
+  pending.args.logits = pending.raw.data<float>();
+  pending.args.logits_out = router_logits.data<float>();
+  pending.args.topk_ids_out = topk_ids.data<int32_t>();
+  pending.args.topk_weights = topk_weights.data<float>();
+  pending.args.experts = static_cast<int>(experts);
+  pending.args.renormalize = routing.renormalize;
+  pending.args.scale = routing.routed_scaling_factor;
+  pending_fold_ = std::move(pending);
+  return true;
+}
+
 Expected<Tensor> CudaBackend::cached_upload(std::unordered_map<const void*, CachedUpload>& cache,
                                             const void* key, std::vector<uint64_t> key_bytes,
                                             const Tensor& host) {
@@ -195,6 +293,8 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
                                    const Tensor& topk_weights,
                                    std::span<const ExpertWeights> experts, Tensor& out) {
   auto timer = profile("moe_experts", x.size(0));
+  // A folded router's pre-norm step and weights run in this call's gate_up launch.
+  const std::optional<PendingFold> fold = std::exchange(pending_fold_, std::nullopt);
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "x", x));
   LOCUS_RETURN_IF_ERROR(need_bf16("moe_experts", "out", out));
   LOCUS_ASSIGN_OR_RETURN(ExpertTable experts_table, expert_pointer_table(experts));
@@ -241,6 +341,11 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
     g.top_k = a.top_k;
     g.hidden = a.hidden;
     g.inter = a.inter;
+    if (fold.has_value()) {
+      if (x.raw_data() != fold->normed || !cuda::moe_gemv_supported(g))
+        return internal_error("moe_experts on cuda: a folded router's experts must follow it");
+      g.fold = &fold->args;
+    }
     if (cuda::moe_gemv_supported(g)) {
       g.workspace_bytes = cuda::moe_gemv_workspace_bytes(g);
       LOCUS_ASSIGN_OR_RETURN(Tensor h,
@@ -249,6 +354,8 @@ Status CudaBackend::do_moe_experts(const Tensor& x, const Tensor& topk_ids,
       return cuda_status("moe_experts (gemv)", cuda::launch_moe_gemv(g, stream_));
     }
   }
+  if (fold.has_value())
+    return internal_error("moe_experts on cuda: a folded router's experts must take the GEMVs");
   const size_t ws = cuda::moe_experts_workspace_bytes(a);
   Tensor workspace;
   if (ws > 0) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/cuda/kernels/gemv/gemv_fold_route.cuh"
 #include "backend/cuda/kernels/gemv/gemv_stream.cuh"
 
 namespace locus::cuda {
@@ -229,6 +230,7 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
       !moe_stream ? StreamPlan{}
                   : stream_plan(static_cast<size_t>(a.num_tokens) * a.hidden * sizeof(bf16),
                                 2 * static_cast<size_t>(gemv::kUnitRows) * a.hidden * sizeof(bf16));
+  if (a.fold != nullptr && up_plan.stages > 0) return cudaErrorNotSupported;
   if (up_plan.stages > 0) {
     err = allow_smem(gemv::moe_gate_up_stream_kernel, up_plan.smem);
     if (err != cudaSuccess) return err;
@@ -240,13 +242,16 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
                      a.top_k, a.hidden, a.inter, up_plan.stages);
   } else {
     const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
-    err = allow_smem(gemv::moe_gate_up_gemv_kernel, up_smem);
+    auto* up_kernel = a.fold != nullptr ? gemv::moe_gate_up_gemv_kernel<true>
+                                        : gemv::moe_gate_up_gemv_kernel<false>;
+    err = allow_smem(up_kernel, up_smem);
     if (err != cudaSuccess) return err;
     const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(pairs));
-    err = launch_pdl(gemv::moe_gate_up_gemv_kernel, up_grid, gemv::kThreads, up_smem, stream,
+    err = launch_pdl(up_kernel, up_grid, gemv::kThreads, up_smem, stream,
                      static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,
-                     a.num_experts, a.top_k, a.hidden, a.inter);
+                     a.num_experts, a.top_k, a.hidden, a.inter,
+                     a.fold != nullptr ? *a.fold : MoeFoldArgs{});
   }
   if (err != cudaSuccess) return err;
   const StreamPlan down_plan =
@@ -271,14 +276,18 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
     const char* v = std::getenv("LOCUS_CUDA_DOWN_PRELOAD");
     return v == nullptr || std::string(v) != "0";
   }();
-  auto* down_kernel = preload ? gemv::moe_down_gemv_kernel<2> : gemv::moe_down_gemv_kernel<0>;
+  auto* down_kernel =
+      a.fold != nullptr
+          ? (preload ? gemv::moe_down_gemv_kernel<2, true> : gemv::moe_down_gemv_kernel<0, true>)
+          : (preload ? gemv::moe_down_gemv_kernel<2, false> : gemv::moe_down_gemv_kernel<0, false>);
   err = allow_smem(down_kernel, down_smem);
   if (err != cudaSuccess) return err;
   const dim3 down_grid(static_cast<unsigned>((a.hidden + gemv::kWarps - 1) / gemv::kWarps),
                        static_cast<unsigned>(a.num_tokens));
   return launch_pdl(down_kernel, down_grid, gemv::kThreads, down_smem, stream,
                     static_cast<const bf16*>(h), a.topk_ids, a.topk_weights, a.down_w,
-                    static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter);
+                    static_cast<bf16*>(a.out), a.num_experts, a.top_k, a.hidden, a.inter,
+                    a.fold != nullptr ? *a.fold : MoeFoldArgs{});
 }
 
 cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w, float* logits,
@@ -334,6 +343,65 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
     default:
       return launch(gemv::dense_gemv_stream_kernel<8, true, true>);
   }
+}
+
+bool moe_gemv_fold_ok(int num_tokens, int top_k, int experts) {
+  return num_tokens >= 1 && num_tokens <= 4 && top_k >= 1 && top_k <= 32 && top_k <= experts &&
+         experts <= gemv::kFoldMaxExperts && num_tokens * top_k <= kMoeGemvMaxPairs &&
+         !stream_enabled(StreamUse::kMoe);
+}
+
+cudaError_t launch_gemv_fold_route(const void* x, int64_t x_row_stride, const void* w, void* y,
+                                   int m, int n, int k, const FoldRouteArgs& f,
+                                   cudaStream_t stream) {
+  if (x_row_stride < k || x_row_stride % 8 != 0 || !aligned_16(x) || !aligned_16(w) ||
+      !aligned_16(y) || !aligned_16(f.mf) || !aligned_16(f.wg) || !aligned_16(f.residual))
+    return cudaErrorNotSupported;
+  if (m < 1 || m > 4 || k < 8 || k % 8 != 0 || n < 8 || n % 8 != 0 || f.logits == nullptr ||
+      f.experts < 1)
+    return cudaErrorNotSupported;
+  if (!stream_enabled(StreamUse::kDense)) return cudaErrorNotSupported;
+  const size_t xs_bytes = gemv::round_up_128(static_cast<size_t>(m) * k * sizeof(bf16));
+  const size_t rs_bytes = gemv::round_up_128(static_cast<size_t>(m) * n * sizeof(bf16));
+  const size_t fr_bytes = static_cast<size_t>(gemv::kFoldExperts) * (k + n) * sizeof(bf16);
+  const size_t stage_bytes = static_cast<size_t>(gemv::kUnitRows) * k * sizeof(bf16);
+  const size_t fixed = gemv::kBarrierBytes + xs_bytes + rs_bytes + fr_bytes;
+  if (fixed >= kMaxBlockSmem) return cudaErrorNotSupported;
+  const size_t stages = std::min<size_t>(
+      std::min(kStageBudget, kMaxBlockSmem - fixed) / stage_bytes, gemv::kMaxStages - 1);
+  if (stages < 2) return cudaErrorNotSupported;
+  const unsigned grid = stream_grid((n + gemv::kUnitRows - 1) / gemv::kUnitRows);
+  const int router_ctas = (f.experts + gemv::kFoldExperts - 1) / gemv::kFoldExperts;
+  if (static_cast<int>(grid) < router_ctas) return cudaErrorNotSupported;
+  const size_t smem = fixed + stages * stage_bytes;
+  auto launch = [&](auto* kernel) {
+    const cudaError_t err = allow_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    return launch_pdl(kernel, dim3(grid), gemv::kStreamThreads, smem, stream,
+                      static_cast<const bf16*>(x), x_row_stride, static_cast<const bf16*>(w),
+                      static_cast<bf16*>(y), n, k, static_cast<int>(stages), f);
+  };
+  switch (m) {
+    case 1:
+      return launch(gemv::fold_route_stream_kernel<1>);
+    case 2:
+      return launch(gemv::fold_route_stream_kernel<2>);
+    case 3:
+      return launch(gemv::fold_route_stream_kernel<3>);
+    default:
+      return launch(gemv::fold_route_stream_kernel<4>);
+  }
+}
+
+cudaError_t launch_fold_router_weights(const void* wr, const float* g, const void* wo, void* mf,
+                                       void* wg, int experts, int n, int k, cudaStream_t stream) {
+  const dim3 grid(
+      static_cast<unsigned>((k + 255) / 256),
+      static_cast<unsigned>((experts + gemv::kFoldBuildExperts - 1) / gemv::kFoldBuildExperts));
+  gemv::fold_router_weights_kernel<<<grid, 256, 0, stream>>>(
+      static_cast<const bf16*>(wr), g, static_cast<const bf16*>(wo), static_cast<bf16*>(mf),
+      static_cast<bf16*>(wg), experts, n, k);
+  return cudaGetLastError();
 }
 
 void set_gemv_kernels(GemvKernels kernels) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/gemv/gemv_launch.h"
+#include "backend/cuda/kernels/moe/moe_route.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 
 // Internal linkage: each .cu that includes this gets its own copy of the kernels it launches.
@@ -86,13 +87,17 @@ __device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int
 // normed. Thread t takes 16-byte chunks t, t + 256, ...; the sums of squares reduce by warp
 // shuffles and then over the warps in order, so at k = 2048 (one chunk per thread) every value
 // is bit-identical to add_rms_norm_vec_kernel's.
-template <int M, typename Sync>
+// kL2: residual and delta are read past L1 (__ldcg), for rows other CTAs of the same launch wrote.
+template <int M, bool kL2 = false, typename Sync>
+// writer: whether this CTA writes residual_out and normed (-1: CTA 0 does); inv_out gets each
+// row's 1 / rms.
 __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights& nw,
-                                         uint4* xs, int k, Sync sync) {
+                                         uint4* xs, int k, Sync sync, int writer_cta = -1,
+                                         float* inv_out = nullptr) {
   __shared__ float partial[M][kWarps];
   const int chunks = k / 8;
   const int t = threadIdx.x;
-  const bool writer = blockIdx.x == 0;
+  const bool writer = writer_cta < 0 ? blockIdx.x == 0 : writer_cta != 0;
   const auto* residual = static_cast<const bf16*>(pre.residual);
   const auto* delta = static_cast<const bf16*>(pre.delta);
   auto at = [k](int m, int c) { return static_cast<int64_t>(m) * k + static_cast<int64_t>(c) * 8; };
@@ -106,8 +111,13 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWe
     uint4 rv[M], dv[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      rv[m] = *reinterpret_cast<const uint4*>(residual + at(m, c));
-      dv[m] = *reinterpret_cast<const uint4*>(delta + at(m, c));
+      if constexpr (kL2) {
+        rv[m] = __ldcg(reinterpret_cast<const uint4*>(residual + at(m, c)));
+        dv[m] = __ldcg(reinterpret_cast<const uint4*>(delta + at(m, c)));
+      } else {
+        rv[m] = *reinterpret_cast<const uint4*>(residual + at(m, c));
+        dv[m] = *reinterpret_cast<const uint4*>(delta + at(m, c));
+      }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -142,6 +152,7 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWe
     for (int w = 0; w < kWarps; ++w)
       total += partial[m][w];
     inv[m] = rsqrtf(total / static_cast<float>(k) + pre.eps);
+    if (inv_out != nullptr) inv_out[m] = inv[m];
   }
   int i = 0;
   for (int c = t; c < chunks; c += kWarps * 32, ++i) {  // only this thread's own chunks
@@ -255,6 +266,55 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A folded router's picks (MoeFoldArgs): the top-k of token t's raw logits (raw_s, in shared
+// memory; at most kThreads experts), ties to the lower index and NaN last, as route_token picks.
+// Thread e ranks expert e against all others; the expert of rank j goes to picks[j].
+constexpr int kFoldMaxExperts = kThreads;
+__device__ inline float fold_key(float v) {
+  return isnan(v) ? -INFINITY : v;
+}
+__device__ inline void fold_rank_picks(const float* raw_s, int experts, int top_k, int* picks) {
+  const int e = threadIdx.x;
+  if (e >= experts) return;
+  const float v = fold_key(raw_s[e]);
+  // Four independent counts: the compares do not wait on one add chain.
+  int r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+  int j = 0;
+  for (; j + 4 <= experts; j += 4) {
+    const float u0 = fold_key(raw_s[j]), u1 = fold_key(raw_s[j + 1]);
+    const float u2 = fold_key(raw_s[j + 2]), u3 = fold_key(raw_s[j + 3]);
+    r0 += (u0 > v || (u0 == v && j < e)) ? 1 : 0;
+    r1 += (u1 > v || (u1 == v && j + 1 < e)) ? 1 : 0;
+    r2 += (u2 > v || (u2 == v && j + 2 < e)) ? 1 : 0;
+    r3 += (u3 > v || (u3 == v && j + 3 < e)) ? 1 : 0;
+  }
+  for (; j < experts; ++j) {
+    const float u = fold_key(raw_s[j]);
+    r0 += (u > v || (u == v && j < e)) ? 1 : 0;
+  }
+  const int rank = r0 + r1 + r2 + r3;
+  if (rank < top_k) picks[rank] = e;
+}
+
+// Token t's routing weights from a folded router's raw logits: route_token's softmax scores of
+// logits raw * inv, taken at the picks, renormalized in j order and scaled (one warp).
+__device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const float* raw_s,
+                                    const int* picks, int top_k, int lane) {
+  float max_logit;
+  const float sum = moe::softmax_terms(
+      f.experts, lane, [&](int e) { return raw_s[e] * inv; }, max_logit, [](int, float) {});
+  for (int e = lane; e < f.experts; e += 32)
+    f.logits_out[static_cast<int64_t>(t) * f.experts + e] = raw_s[e] * inv;
+  float score = 0.0f;
+  if (lane < top_k) score = expf(raw_s[picks[lane]] * inv - max_logit) / sum;
+  float picked = 0.0f;
+  for (int j = 0; j < top_k; ++j)
+    picked += __shfl_sync(0xffffffffu, score, j);
+  if (lane < top_k)
+    f.topk_weights[static_cast<int64_t>(t) * top_k + lane] =
+        moe::routed_weight(score, picked, f.renormalize, false, f.scale);
+}
+
 __device__ inline float silu(float g) {
   return g / (1.0f + __expf(-g));
 }
@@ -266,26 +326,89 @@ __device__ inline float silu(float g) {
 // (with PDL the two kernels' CTAs share SMs, so they are tuned together).
 //
 // h[p, i] = bf16(silu(gate_e[i] . x_t) * (up_e[i] . x_t)), p = blockIdx.y = t * top_k + j.
-__global__ void __launch_bounds__(kThreads, 1)
+//
+// kFold (a folded router, MoeFoldArgs): x is the pre-norm step of token t's row, run here, and
+// the expert is the CTA's own pick from the raw logits; the CTAs (0, p) write topk_ids[p], the
+// CTA (0, t * top_k) residual_out and normed, and after its rows its warp 0 the token's weights.
+// The fold's prologue would take the kernel from 77 to 86 registers, two CTAs per SM instead of
+// three (a third wave at batch 1): its bound keeps three.
+template <bool kFold>
+__global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
                             const int32_t* __restrict__ topk_ids, const void* const* gate_w,
                             const void* const* up_w, bf16* __restrict__ h, int num_experts,
-                            int top_k, int hidden, int inter) {
+                            int top_k, int hidden, int inter, MoeFoldArgs fold) {
   extern __shared__ uint4 xs[];  // [hidden / 8]
-  pdl_wait();                    // x and topk_ids come from the kernels before
-  // Only now: the down kernel reads topk_ids before its own pdl_wait, which is safe once every
-  // CTA here is past this wait (the routing grid has then finished).
-  pdl_launch_dependents();
   const int p = blockIdx.y;
   const int t = p / top_k;
   const int chunks = hidden / 8;
-  stage_row(xs, x + t * x_stride, chunks);
-  __syncthreads();
+  NormWeights nw{};
+  if constexpr (kFold) nw = preload_norm_weight(fold.pre, hidden);
+  pdl_wait();  // x and topk_ids come from the kernels before
+  // Only now: the down kernel reads topk_ids (or the raw logits) before its own pdl_wait, which
+  // is safe once every CTA here is past this wait (the routing grid has then finished).
+  pdl_launch_dependents();
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
+  const bool fold_writer = kFold && blockIdx.x == 0 && p % top_k == 0;
+  __shared__ float inv_rms;
+  __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ int picks[kFold ? 32 : 1];
+  if constexpr (kFold) {
+    // The logits' loads go out with the pre-norm's, in one round trip.
+    const float raw =
+        static_cast<int>(threadIdx.x) < fold.experts
+            ? __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x)
+            : 0.0f;
+    GemvAddRmsNorm row = fold.pre;
+    const int64_t at = static_cast<int64_t>(t) * hidden;
+    row.residual = static_cast<const bf16*>(row.residual) + at;
+    row.delta = static_cast<const bf16*>(row.delta) + at;
+    row.residual_out = static_cast<bf16*>(row.residual_out) + at;
+    row.normed = static_cast<bf16*>(row.normed) + at;
+    if (fold.early) {
+      // The pick first, then the expert rows' first lines pulled into L2 while the pre-norm runs.
+      if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
+      __syncthreads();
+      fold_rank_picks(raw_s, fold.experts, top_k, picks);
+      __syncthreads();
+      const int pe = picks[p % top_k];
+      const int pi = blockIdx.x * kWarps + warp;
+      if (pi < inter && pe >= 0 && pe < num_experts) {
+        const auto* g0 = reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[pe]) +
+                                                        int64_t{pi} * hidden);
+        const auto* u0 = reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[pe]) +
+                                                        int64_t{pi} * hidden);
+        for (int c = lane * 8; c < chunks; c += 32 * 8) {
+          prefetch_l2(g0 + c);
+          prefetch_l2(u0 + c);
+        }
+      }
+      add_rms_norm_rows<1, true>(
+          row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
+          threadIdx.x == 0 ? &inv_rms : nullptr);
+    } else {
+      add_rms_norm_rows<1, true>(
+          row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
+          threadIdx.x == 0 ? &inv_rms : nullptr);
+      if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
+      __syncthreads();
+      fold_rank_picks(raw_s, fold.experts, top_k, picks);
+    }
+  } else {
+    stage_row(xs, x + t * x_stride, chunks);
+  }
+  __syncthreads();
   const int i = blockIdx.x * kWarps + warp;
+  int e;
+  if constexpr (kFold) {
+    e = picks[p % top_k];
+    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
+  } else {
+    if (i >= inter) return;
+    e = topk_ids[p];
+  }
   if (i >= inter) return;
-  const int e = topk_ids[p];
   if (e < 0 || e >= num_experts) {  // not a routed expert: contributes nothing
     if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(0.0f);
     return;
@@ -306,6 +429,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   g = warp_sum(g);
   u = warp_sum(u);
   if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(silu(g) * u);
+  if constexpr (kFold) {
+    // The down launch reads the weights only after its wait: off this CTA's critical path.
+    if (fold_writer && warp == 0) fold_weights(fold, t, inv_rms, raw_s, picks, top_k, lane);
+  }
 }
 
 // out[t, n] = bf16(sum_j w[t, j] * (down_e[n] . h[t * top_k + j])), j in order; t = blockIdx.y.
@@ -313,15 +440,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 // flight: gate_up triggers this launch only after its own pdl_wait, so the kernel that wrote
 // topk_ids has finished (read past L1, which may hold an earlier layer's ids). The weights then
 // arrive while gate_up's last CTAs finish.
-template <int kPre>
+// kFold: the picks come from the raw logits of a folded router (fold_rank_picks), which the
+// kernel before gate_up wrote; gate_up writes topk_ids itself, after this kernel may start.
+template <int kPre, bool kFold>
 __global__ void __launch_bounds__(kThreads, 2)
     moe_down_gemv_kernel(const bf16* __restrict__ h, const int32_t* __restrict__ topk_ids,
                          const float* __restrict__ topk_weights, const void* const* down_w,
-                         bf16* __restrict__ out, int num_experts, int top_k, int hidden,
-                         int inter) {
+                         bf16* __restrict__ out, int num_experts, int top_k, int hidden, int inter,
+                         MoeFoldArgs fold) {
   extern __shared__ uint4 hs[];  // [top_k][inter / 8]
   pdl_launch_dependents();
   const int t = blockIdx.y;
+  __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
+  __shared__ int picks[kFold ? 32 : 1];
+  if constexpr (kFold) {
+    if (static_cast<int>(threadIdx.x) < fold.experts)
+      raw_s[threadIdx.x] =
+          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
+    __syncthreads();
+  }
   const int chunks = inter / 8;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -336,7 +475,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int q = 0; q < kJ; ++q) {
       const int j = j0 + q;
-      const int e = col < hidden && j < top_k ? __ldcg(topk_ids + t * top_k + j) : -1;
+      int e = -1;
+      if (col < hidden && j < top_k) {
+        if constexpr (kFold) {
+          e = picks[j];
+        } else {
+          e = __ldcg(topk_ids + t * top_k + j);
+        }
+      }
       d_row[q] = e >= 0 && e < num_experts
                      ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(down_w[e]) +
                                                       int64_t{col} * inter)

@@ -83,6 +83,45 @@ cudaError_t launch_gemv_route(const void* x, int64_t x_row_stride, const void* w
                               int m, int k, const MoeRouteArgs& route, int* counter,
                               cudaStream_t stream, const GemvAddRmsNorm* pre = nullptr);
 
+// The folded router (gemv_fold_route.cuh; experiment): for softmax routing without a bias,
+// raw[m, e] = Wg[e] . residual[m] + Mf[e] . x[m] (Wg = Wr * g, Mf = Wg Wo) orders the experts as
+// the router's logits do, so it runs beside the o projection. logits gets raw f32 [M, E]; the
+// picks and weights are left to the expert launches (MoeGemvArgs::fold).
+struct FoldRouteArgs {
+  const void* mf = nullptr;        // bf16 [E, k]
+  const void* wg = nullptr;        // bf16 [E, n]
+  const void* residual = nullptr;  // bf16 [M, n], the pre-norm step's residual
+  float* logits = nullptr;         // [M, E] raw
+  int experts = 0;
+};
+// y bf16 [m, n] = x W^T plus f. cudaErrorNotSupported: the caller runs something else.
+cudaError_t launch_gemv_fold_route(const void* x, int64_t x_row_stride, const void* w, void* y,
+                                   int m, int n, int k, const FoldRouteArgs& f,
+                                   cudaStream_t stream);
+// Mf and Wg from Wr bf16 [E, n], g f32 [n], Wo bf16 [n, k] (once per layer).
+cudaError_t launch_fold_router_weights(const void* wr, const float* g, const void* wo, void* mf,
+                                       void* wg, int experts, int n, int k, cudaStream_t stream);
+
+// What the expert launches do for a folded router: every gate_up CTA runs the pre-norm step on
+// its token's row (residual + delta, the o projection's output) instead of reading x and picks
+// the top-k of the raw logits itself (ties to the lower index), as every down CTA does; gate_up
+// writes topk_ids, and turns raw logits into topk_weights as route_token does with logits
+// raw / rms. Then topk_ids and topk_weights are outputs, not inputs.
+struct MoeFoldArgs {
+  GemvAddRmsNorm pre;
+  const float* logits = nullptr;    // raw [T, E]
+  float* logits_out = nullptr;      // [T, E], written: raw / rms, the router's logits
+  int32_t* topk_ids_out = nullptr;  // [T, top_k], written
+  float* topk_weights = nullptr;    // [T, top_k], written
+  int experts = 0;
+  bool renormalize = false;
+  float scale = 1.0f;
+  bool early =
+      false;  // pick and prefetch the expert rows before the pre-norm: measured slower, off
+};
+// Whether launch_moe_gemv takes a fold for this many tokens (the warp expert kernels only).
+bool moe_gemv_fold_ok(int num_tokens, int top_k, int experts);
+
 // The routed experts for a few tokens (the contract of MoeExpertsArgs in moe/moe_launch.h):
 // h[t, j] = bf16(silu(gate_e . x_t) * (up_e . x_t)) for e = topk_ids[t, j], then
 // out[t] = bf16(sum_j topk_weights[t, j] * (down_e . h[t, j])) summed in j order. Each expert's
@@ -104,6 +143,7 @@ struct MoeGemvArgs {
   int inter = 0;
   void* workspace = nullptr;  // moe_gemv_workspace_bytes(*this) bytes
   size_t workspace_bytes = 0;
+  const MoeFoldArgs* fold = nullptr;  // with it, x is fold->pre's normed output (written here)
 };
 
 // The most (token, expert) pairs the GEMV path is meant for; the grouped GEMMs take over above.

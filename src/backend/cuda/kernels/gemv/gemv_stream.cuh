@@ -90,6 +90,67 @@ __device__ inline void stage_rows(uint4* dst, const bf16* src, int64_t src_strid
           *reinterpret_cast<const uint4*>(src + r * src_stride + static_cast<int64_t>(c) * 8);
 }
 
+// Producer of a dense launch: streams the CTA's units [u0, u1) of w's rows (eight per unit,
+// across the segments) into the stages.
+__device__ inline void produce_dense_units(const StreamSmem& s, const GemvSegments& w, int n, int k,
+                                           int64_t u0, int64_t u1, int stages, uint64_t policy) {
+  const size_t stage_bytes = static_cast<size_t>(kUnitRows) * k * sizeof(bf16);
+  for (int64_t i = 0; i < u1 - u0; ++i) {
+    acquire_stage(s, i, stages);
+    const int row0 = static_cast<int>((u0 + i) * kUnitRows);
+    const int rows = n - row0 < kUnitRows ? n - row0 : kUnitRows;
+    uint64_t* bar = s.full + i % stages;
+    bulk::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(rows * k * sizeof(bf16)));
+    unsigned char* dst = s.stage0 + (i % stages) * stage_bytes;
+    int seg = 0, first = row0;  // row0 relative to segment seg
+    while (seg + 1 < w.count && first >= w.seg[seg].rows)
+      first -= w.seg[seg++].rows;
+    // One copy per row, not one per run of rows: a CTA's bytes land sooner with more, smaller
+    // copies outstanding. Measured in a batch-1 step on the H200: the o projection's two
+    // 64 KB copies per CTA landed ~17 us after they were issued, its sixteen 8 KB ones in
+    // 4 us (docs/benchmarks.md).
+    for (int r = 0; r < rows;) {
+      const int run = rows - r < w.seg[seg].rows - first ? rows - r : w.seg[seg].rows - first;
+      const bf16* src = static_cast<const bf16*>(w.seg[seg].w) + static_cast<int64_t>(first) * k;
+      for (int q = 0; q < run; ++q)
+        bulk::copy_g2s(dst + static_cast<size_t>(r + q) * k * sizeof(bf16),
+                       src + static_cast<int64_t>(q) * k, static_cast<uint32_t>(k * sizeof(bf16)),
+                       bar, policy);
+      r += run;
+      ++seg;
+      first = 0;
+    }
+  }
+}
+
+// A consumer warp's part of a dense launch's iteration i: acc[m] = its lane's share of the dot
+// of the warp's staged row with the M staged activation rows (zero where the row is past n).
+// Waits for the stage and releases it.
+template <int M>
+__device__ inline void consume_dense_unit(const StreamSmem& s, int64_t i, int stages, int k,
+                                          bool row_valid, float (&acc)[M]) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int chunks = k / 8;
+  wait_stage(s, i, stages);
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    acc[m] = 0.0f;
+  if (row_valid) {
+    const auto* wrow = reinterpret_cast<const uint4*>(
+        s.stage0 + (i % stages) * (static_cast<size_t>(kUnitRows) * k * sizeof(bf16)) +
+        static_cast<size_t>(warp) * k * 2);
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += 32) {
+      const uint4 wv = wrow[c];
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        acc[m] += dot8(wv, s.xs[m * chunks + c]);
+    }
+  }
+  release_stage(s, i, stages);
+}
+
 // Dense y = x W^T over weight segments. Unit u = output rows [8u, 8u + 8); consumer warp w
 // owns row 8u + w. Weights are constant: the producer starts streaming before pdl_wait.
 // kRoute (the MoE router, f32 logits): the last CTA to finish routes the M tokens from y with
@@ -103,7 +164,6 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   const int chunks = k / 8;
   const StreamSmem s = stream_smem(smem, static_cast<size_t>(M) * k * sizeof(bf16));
-  const size_t stage_bytes = static_cast<size_t>(kUnitRows) * k * sizeof(bf16);
   init_barriers(s, stages);
   pdl_launch_dependents();
   int64_t u0, u1;
@@ -112,33 +172,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int lane = threadIdx.x & 31;
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
-    const uint64_t policy = bulk::evict_first_policy();
-    for (int64_t i = 0; i < u1 - u0; ++i) {
-      acquire_stage(s, i, stages);
-      const int row0 = static_cast<int>((u0 + i) * kUnitRows);
-      const int rows = n - row0 < kUnitRows ? n - row0 : kUnitRows;
-      uint64_t* bar = s.full + i % stages;
-      bulk::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(rows * k * sizeof(bf16)));
-      unsigned char* dst = s.stage0 + (i % stages) * stage_bytes;
-      int seg = 0, first = row0;  // row0 relative to segment seg
-      while (seg + 1 < w.count && first >= w.seg[seg].rows)
-        first -= w.seg[seg++].rows;
-      // One copy per row, not one per run of rows: a CTA's bytes land sooner with more, smaller
-      // copies outstanding. Measured in a batch-1 step on the H200: the o projection's two
-      // 64 KB copies per CTA landed ~17 us after they were issued, its sixteen 8 KB ones in
-      // 4 us (docs/benchmarks.md).
-      for (int r = 0; r < rows;) {
-        const int run = rows - r < w.seg[seg].rows - first ? rows - r : w.seg[seg].rows - first;
-        const bf16* src = static_cast<const bf16*>(w.seg[seg].w) + static_cast<int64_t>(first) * k;
-        for (int q = 0; q < run; ++q)
-          bulk::copy_g2s(dst + static_cast<size_t>(r + q) * k * sizeof(bf16),
-                         src + static_cast<int64_t>(q) * k, static_cast<uint32_t>(k * sizeof(bf16)),
-                         bar, policy);
-        r += run;
-        ++seg;
-        first = 0;
-      }
-    }
+    produce_dense_units(s, w, n, k, u0, u1, stages, bulk::evict_first_policy());
     return;
   }
   const NormWeights nw = preload_norm_weight(pre, k);
@@ -154,23 +188,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   bulk::named_sync(kConsumerWarps * 32);
   for (int64_t i = 0; i < u1 - u0; ++i) {
     const int row = static_cast<int>((u0 + i) * kUnitRows) + warp;
-    wait_stage(s, i, stages);
     float acc[M];
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-      acc[m] = 0.0f;
-    if (row < n) {
-      const auto* wrow = reinterpret_cast<const uint4*>(s.stage0 + (i % stages) * stage_bytes +
-                                                        static_cast<size_t>(warp) * k * 2);
-#pragma unroll 4
-      for (int c = lane; c < chunks; c += 32) {
-        const uint4 wv = wrow[c];
-#pragma unroll
-        for (int m = 0; m < M; ++m)
-          acc[m] += dot8(wv, s.xs[m * chunks + c]);
-      }
-    }
-    release_stage(s, i, stages);
+    consume_dense_unit<M>(s, i, stages, k, row < n, acc);
     if (row >= n) continue;
     int seg = 0, local = row;
     while (seg + 1 < w.count && local >= w.seg[seg].rows)

@@ -67,6 +67,34 @@ __device__ __forceinline__ int warp_argmax(const float* values, int count, int l
 
 }  // namespace route_detail
 
+// Softmax over one token's experts, one warp (lane l takes e = l, l + 32, ...): sets max_logit
+// and returns the sum of expf(logit(e) - max_logit), both on every lane, and hands each term to
+// visit(e, term). The folded router (gemv.cuh's fold_weights) shares it and routed_weight with
+// route_token, so that their weights round alike.
+template <class Logit, class Visit>
+__device__ __forceinline__ float softmax_terms(int num_experts, int lane, Logit logit,
+                                               float& max_logit, Visit visit) {
+  max_logit = -CUDART_INF_F;
+  for (int e = lane; e < num_experts; e += 32)
+    max_logit = fmaxf(max_logit, logit(e));
+  max_logit = route_detail::warp_max(max_logit);
+  float sum = 0.0f;
+  for (int e = lane; e < num_experts; e += 32) {
+    const float p = expf(logit(e) - max_logit);
+    visit(e, p);
+    sum += p;
+  }
+  return route_detail::warp_sum(sum);
+}
+
+// A picked expert's weight from its score and the sum of the picked scores (in pick order).
+__device__ __forceinline__ float routed_weight(float score, float picked_sum, bool renormalize,
+                                               bool sigmoid, float scale) {
+  // DeepSeek-V3 guards the sigmoid sum with +1e-20; softmax sums are never near zero.
+  if (renormalize) score /= sigmoid ? picked_sum + 1e-20f : picked_sum;
+  return score * scale;
+}
+
 // Routes one token with one warp: `scratch` holds route_scratch_floats(E, n_group) floats that
 // only this warp touches. Shared by the router kernel below and kernels that route in their
 // epilogue (the router GEMV).
@@ -81,17 +109,10 @@ __device__ inline void route_token(const MoeRouteArgs& args, int token, float* s
   const float* logits = args.logits + static_cast<int64_t>(token) * num_experts;
   // Lane l owns experts l, l + 32, ...: it alone writes them until the __syncwarp below.
   if (args.scoring == MoeScoring::kSoftmax) {
-    float max_logit = -CUDART_INF_F;
-    for (int e = lane; e < num_experts; e += 32)
-      max_logit = fmaxf(max_logit, __ldcg(logits + e));
-    max_logit = warp_max(max_logit);
-    float sum = 0.0f;
-    for (int e = lane; e < num_experts; e += 32) {
-      const float p = expf(__ldcg(logits + e) - max_logit);
-      scores[e] = p;
-      sum += p;
-    }
-    sum = warp_sum(sum);
+    float max_logit;
+    const float sum = softmax_terms(
+        num_experts, lane, [&](int e) { return __ldcg(logits + e); }, max_logit,
+        [&](int e, float p) { scores[e] = p; });
     for (int e = lane; e < num_experts; e += 32)
       scores[e] /= sum;
   } else {
@@ -153,12 +174,9 @@ __device__ inline void route_token(const MoeRouteArgs& args, int token, float* s
     __syncwarp();
   }
   if (lane < args.top_k) {
-    float weight = my_weight;
-    if (args.renormalize) {
-      // DeepSeek-V3 guards the sigmoid sum with +1e-20; softmax sums are never near zero.
-      weight /= args.scoring == MoeScoring::kSigmoid ? sum + 1e-20f : sum;
-    }
-    weight *= args.routed_scaling_factor;
+    const float weight =
+        routed_weight(my_weight, sum, args.renormalize, args.scoring == MoeScoring::kSigmoid,
+                      args.routed_scaling_factor);
     const int64_t out = static_cast<int64_t>(token) * args.top_k + lane;
     args.topk_ids[out] = my_id;
     args.topk_weights[out] = weight;
