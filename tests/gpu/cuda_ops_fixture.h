@@ -125,6 +125,50 @@ class CudaOpsTest : public ::testing::Test {
     EXPECT_EQ(std::memcmp(back.raw_data(), ids.raw_data(), ids.nbytes()), 0) << what;
   }
 
+  // The folded-router tests' case (cuda_ops_gpu_test.cc): an o projection [hidden, heads] and a
+  // softmax router (top-6, renormalized) over 64 experts, with its norm weight, on the GPU; from
+  // `seed`: projection seed, router seed + 1, norm weight seed + 2, experts seed + 100.
+  struct FoldCase {
+    static constexpr int64_t kHidden = 512, kHeads = 1024, kExperts = 64, kTopK = 6, kInter = 96;
+    LinearWeight proj, router;
+    Tensor norm_w;
+    MoeRouting routing;
+    std::vector<ExpertWeights> experts;
+  };
+  FoldCase fold_case(uint64_t seed) {
+    FoldCase c;
+    LinearWeight proj, router;
+    proj.weight = bf16_exact(random_f32({c.kHidden, c.kHeads}, seed, -0.05f, 0.05f));
+    router.weight = bf16_exact(random_f32({c.kExperts, c.kHidden}, seed + 1, -0.1f, 0.1f));
+    c.proj = gpu_->prepare_linear(proj).value();
+    c.router = gpu_->prepare_linear(router).value();
+    c.norm_w = random_f32({c.kHidden}, seed + 2, 0.5f, 1.5f);
+    c.routing.top_k = c.kTopK;
+    c.routing.renormalize = true;
+    std::vector<ExpertWeights> cpu_experts;
+    make_experts(
+        c.kExperts, c.kHidden, c.kInter, seed + 100, [](int64_t) { return true; }, cpu_experts,
+        c.experts);
+    return c;
+  }
+  // linear_add_rms_norm_moe_router of the case on x [m, heads] and residual [m, hidden], into
+  // fresh (poisoned) outputs.
+  struct FoldRouted {
+    AddRmsNorm step;
+    Tensor logits, ids, weights;
+  };
+  Status fold_route(const FoldCase& c, const Tensor& x, const Tensor& residual, bool experts_follow,
+                    FoldRouted& o) {
+    const int64_t m = x.size(0);
+    o = FoldRouted{AddRmsNorm{residual, out_bf16({m, c.kHidden}), c.norm_w, 1e-6f,
+                              out_bf16({m, c.kHidden}), out_bf16({m, c.kHidden})},
+                   gpu_->empty({m, c.kExperts}, DType::kF32).value(),
+                   gpu_->empty({m, c.kTopK}, DType::kI32).value(),
+                   gpu_->empty({m, c.kTopK}, DType::kF32).value()};
+    return gpu_->linear_add_rms_norm_moe_router(x, c.proj, o.step, c.router, Tensor(), c.routing,
+                                                o.logits, o.ids, o.weights, experts_follow);
+  }
+
   CpuBackend cpu_;
   std::unique_ptr<CudaBackend> gpu_;
 };

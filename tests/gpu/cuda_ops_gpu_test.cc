@@ -558,42 +558,21 @@ TEST_F(CudaOps, ProjectionThenRouterEqualsTheTwoOps) {
 // are bit-equal, the logits equal up to rounding, the same experts (no near tie at these seeds),
 // the weights and the experts' output close. At three tokens it does not fold: all bit-equal.
 TEST_F(CudaOps, FoldedRouterThenExpertsMatchesTheUnfoldedOps) {
-  const int64_t hidden = 512, heads = 1024, experts = 64, k = 6, inter = 96;
-  LinearWeight proj, router;
-  proj.weight = bf16_exact(random_f32({hidden, heads}, 9300, -0.05f, 0.05f));
-  router.weight = bf16_exact(random_f32({experts, hidden}, 9301, -0.1f, 0.1f));
-  const LinearWeight gproj = gpu_->prepare_linear(proj).value();
-  const LinearWeight grouter = gpu_->prepare_linear(router).value();
-  std::vector<ExpertWeights> cpu_experts, gpu_experts;
-  make_experts(
-      experts, hidden, inter, 9400, [](int64_t) { return true; }, cpu_experts, gpu_experts);
-  MoeRouting r;
-  r.top_k = k;
-  r.renormalize = true;
-  const Tensor norm_w = random_f32({hidden}, 9302, 0.5f, 1.5f);
+  const FoldCase c = fold_case(9300);
   for (const int64_t m : {1, 3}) {
     SCOPED_TRACE("m " + std::to_string(m));
     const uint64_t seed = 9500 + static_cast<uint64_t>(m);
-    const Tensor x = up(bf16_exact(random_f32({m, heads}, seed)));
-    const Tensor residual = up(bf16_exact(random_f32({m, hidden}, seed + 1)));
-    struct Run {
-      AddRmsNorm step;
-      Tensor logits, ids, weights, out;
+    const Tensor x = up(bf16_exact(random_f32({m, c.kHeads}, seed)));
+    const Tensor residual = up(bf16_exact(random_f32({m, c.kHidden}, seed + 1)));
+    auto run = [&](bool experts_follow, FoldRouted& o, Tensor& out) {
+      out = out_bf16({m, c.kHidden});
+      EXPECT_TRUE(fold_route(c, x, residual, experts_follow, o).is_ok());
+      EXPECT_TRUE(gpu_->moe_experts(o.step.normed, o.ids, o.weights, c.experts, out).is_ok());
     };
-    auto run = [&](bool experts_follow) {
-      Run o{AddRmsNorm{residual, out_bf16({m, hidden}), norm_w, 1e-6f, out_bf16({m, hidden}),
-                       out_bf16({m, hidden})},
-            gpu_->empty({m, experts}, DType::kF32).value(),
-            gpu_->empty({m, k}, DType::kI32).value(), gpu_->empty({m, k}, DType::kF32).value(),
-            out_bf16({m, hidden})};
-      EXPECT_TRUE(gpu_->linear_add_rms_norm_moe_router(x, gproj, o.step, grouter, Tensor(), r,
-                                                       o.logits, o.ids, o.weights, experts_follow)
-                      .is_ok());
-      EXPECT_TRUE(gpu_->moe_experts(o.step.normed, o.ids, o.weights, gpu_experts, o.out).is_ok());
-      return o;
-    };
-    const Run got = run(true);
-    const Run want = run(false);
+    FoldRouted got, want;
+    Tensor got_out, want_out;
+    run(true, got, got_out);
+    run(false, want, want_out);
     EXPECT_EQ(down(got.step.delta), down(want.step.delta));
     EXPECT_EQ(down(got.step.residual_out), down(want.step.residual_out));
     EXPECT_EQ(down(got.step.normed), down(want.step.normed));
@@ -602,11 +581,11 @@ TEST_F(CudaOps, FoldedRouterThenExpertsMatchesTheUnfoldedOps) {
     if (m == 1) {
       expect_close(down(got.logits), down(want.logits), "folded router logits");
       expect_close(down(got.weights), down(want.weights), "folded router weights");
-      expect_close(down(got.out), down(want.out), "experts after the folded router");
+      expect_close(down(got_out), down(want_out), "experts after the folded router");
     } else {
       EXPECT_EQ(down(got.logits), down(want.logits));
       EXPECT_EQ(down(got.weights), down(want.weights));
-      EXPECT_EQ(down(got.out), down(want.out));
+      EXPECT_EQ(down(got_out), down(want_out));
     }
   }
 }
@@ -615,48 +594,24 @@ TEST_F(CudaOps, FoldedRouterThenExpertsMatchesTheUnfoldedOps) {
 // the caller: moe_experts says so instead of running the experts on routing it never finished,
 // and the next router call starts afresh.
 TEST_F(CudaOps, FoldedRouterNotFollowedByItsExpertsIsAnError) {
-  const int64_t hidden = 512, heads = 1024, experts = 64, k = 6, inter = 96;
-  LinearWeight proj, router;
-  proj.weight = bf16_exact(random_f32({hidden, heads}, 9600, -0.05f, 0.05f));
-  router.weight = bf16_exact(random_f32({experts, hidden}, 9601, -0.1f, 0.1f));
-  const LinearWeight gproj = gpu_->prepare_linear(proj).value();
-  const LinearWeight grouter = gpu_->prepare_linear(router).value();
-  std::vector<ExpertWeights> cpu_experts, gpu_experts;
-  make_experts(
-      experts, hidden, inter, 9602, [](int64_t) { return true; }, cpu_experts, gpu_experts);
-  MoeRouting r;
-  r.top_k = k;
-  r.renormalize = true;
-  const Tensor norm_w = random_f32({hidden}, 9603, 0.5f, 1.5f);
-  const Tensor x = up(bf16_exact(random_f32({1, heads}, 9604)));
-  const Tensor residual = up(bf16_exact(random_f32({1, hidden}, 9605)));
-  const Tensor other = up(bf16_exact(random_f32({1, hidden}, 9606)));
-  struct Folded {
-    AddRmsNorm step;
-    Tensor logits, ids, weights;
-  };
-  auto route = [&](bool experts_follow, Folded& o) {
-    o = Folded{AddRmsNorm{residual, out_bf16({1, hidden}), norm_w, 1e-6f, out_bf16({1, hidden}),
-                          out_bf16({1, hidden})},
-               gpu_->empty({1, experts}, DType::kF32).value(),
-               gpu_->empty({1, k}, DType::kI32).value(), gpu_->empty({1, k}, DType::kF32).value()};
-    return gpu_->linear_add_rms_norm_moe_router(x, gproj, o.step, grouter, Tensor(), r, o.logits,
-                                                o.ids, o.weights, experts_follow);
-  };
-  Folded got, want;
-  ASSERT_TRUE(route(true, got).is_ok());
-  Tensor out = out_bf16({1, hidden});
-  const Status s = gpu_->moe_experts(other, got.ids, got.weights, gpu_experts, out);
+  const FoldCase c = fold_case(9600);
+  const Tensor x = up(bf16_exact(random_f32({1, c.kHeads}, 9604)));
+  const Tensor residual = up(bf16_exact(random_f32({1, c.kHidden}, 9605)));
+  const Tensor other = up(bf16_exact(random_f32({1, c.kHidden}, 9606)));
+  FoldRouted got, want;
+  ASSERT_TRUE(fold_route(c, x, residual, true, got).is_ok());
+  Tensor out = out_bf16({1, c.kHidden});
+  const Status s = gpu_->moe_experts(other, got.ids, got.weights, c.experts, out);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.code(), ErrorCode::kInternal);
   EXPECT_NE(s.message().find("must follow it"), std::string::npos) << s.message();
   // The handoff was dropped: a fresh folded call and its own experts match the unfolded ops.
-  ASSERT_TRUE(route(true, got).is_ok());
-  ASSERT_TRUE(gpu_->moe_experts(got.step.normed, got.ids, got.weights, gpu_experts, out).is_ok());
-  ASSERT_TRUE(route(false, want).is_ok());
-  Tensor want_out = out_bf16({1, hidden});
+  ASSERT_TRUE(fold_route(c, x, residual, true, got).is_ok());
+  ASSERT_TRUE(gpu_->moe_experts(got.step.normed, got.ids, got.weights, c.experts, out).is_ok());
+  ASSERT_TRUE(fold_route(c, x, residual, false, want).is_ok());
+  Tensor want_out = out_bf16({1, c.kHidden});
   ASSERT_TRUE(
-      gpu_->moe_experts(want.step.normed, want.ids, want.weights, gpu_experts, want_out).is_ok());
+      gpu_->moe_experts(want.step.normed, want.ids, want.weights, c.experts, want_out).is_ok());
   Tensor gi = gpu_->to_host(got.ids).value(), wi = gpu_->to_host(want.ids).value();
   EXPECT_EQ(std::memcmp(gi.raw_data(), wi.raw_data(), gi.nbytes()), 0) << "ids";
   expect_close(down(out), down(want_out), "experts after the folded router");

@@ -218,8 +218,10 @@ class CudaBackend : public Ops {
   };
   Expected<ExpertTable> expert_pointer_table(std::span<const ExpertWeights> experts);
   // The pre-norm step as a GEMV prologue's arguments (cuda_fused.cc); false when the step's
-  // tensors are not contiguous bf16 GPU rows (the caller then runs the two ops).
-  Expected<bool> gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre);
+  // tensors are not contiguous bf16 GPU rows (the caller then runs the two ops). `weight` gets
+  // the norm weight's device copy that `pre` points into: the caller holds it until its launch
+  // is enqueued, since a host weight's upload is a temporary.
+  Expected<bool> gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre, Tensor& weight);
   // The fused router GEMV + routing launch shared by moe_router and add_rms_norm_moe_router
   // (cuda_moe.cc); cudaErrorNotSupported (already cleared) means: run the composed ops.
   Expected<cudaError_t> launch_router_gemv(const void* x, int64_t x_stride, int64_t m, int64_t k,

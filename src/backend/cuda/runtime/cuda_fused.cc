@@ -50,14 +50,15 @@ bool gemv_segments(std::span<const LinearWeight> w, cuda::GemvSegments& seg) {
 
 }  // namespace
 
-Expected<bool> CudaBackend::gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre) {
+Expected<bool> CudaBackend::gemv_pre_norm(const AddRmsNorm& step, cuda::GemvAddRmsNorm& pre,
+                                          Tensor& weight) {
   for (const Tensor* t : {&step.residual, &step.delta, &step.residual_out, &step.normed}) {
     if (!on_cuda(*t) || t->dtype() != DType::kBF16 || !t->is_contiguous()) return false;
   }
-  LOCUS_ASSIGN_OR_RETURN(Tensor weight, ensure_device(step.weight, DType::kF32));
+  LOCUS_ASSIGN_OR_RETURN(weight, ensure_device(step.weight, DType::kF32));
   pre.residual = step.residual.raw_data();
   pre.delta = step.delta.raw_data();
-  pre.weight = weight.data<float>();  // a prepared weight: it outlives the launch
+  pre.weight = weight.data<float>();
   pre.eps = step.eps;
   pre.residual_out = step.residual_out.raw_data();
   pre.normed = step.normed.raw_data();
@@ -110,7 +111,8 @@ Status CudaBackend::do_add_rms_norm_merged_linear(const AddRmsNorm& step,
   if (!options_.small_batch_gemv ||
       !cuda::gemv_supported(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k)))
     return Ops::do_add_rms_norm_merged_linear(step, parts, out);
-  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  Tensor norm_weight;  // held until the launch is enqueued
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre, norm_weight));
   std::vector<LinearWeight> w;
   w.reserve(parts.size());
   for (const LinearWeight* p : parts) {

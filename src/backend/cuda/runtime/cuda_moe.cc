@@ -124,7 +124,8 @@ Status CudaBackend::do_add_rms_norm_moe_router(const AddRmsNorm& step,
       !on_cuda(router_logits) || !on_cuda(topk_ids) || !on_cuda(topk_weights))
     return unfused();
   cuda::GemvAddRmsNorm pre;
-  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  Tensor norm_weight;  // held until the launch is enqueued
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre, norm_weight));
   if (!fits) return unfused();
   auto timer = profile("add_rms_norm_moe_router", m, router_in.out_features());
   LOCUS_ASSIGN_OR_RETURN(cudaError_t err,
@@ -163,13 +164,11 @@ Expected<bool> CudaBackend::fold_route(const Tensor& x, const LinearWeight& proj
       !on_cuda(topk_ids) || !on_cuda(topk_weights))
     return false;
   cuda::GemvAddRmsNorm pre;
-  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre));
+  // Held by the pending fold until the experts' launch reads it: a host weight's upload would
+  // otherwise go back to the allocator when this call returns.
+  Tensor norm_weight;
+  LOCUS_ASSIGN_OR_RETURN(bool fits, gemv_pre_norm(step, pre, norm_weight));
   if (!fits) return false;
-  // The norm weight on the device, held until the experts' launch reads it: a host weight's
-  // upload would otherwise go back to the allocator when this call returns (gemv_pre_norm's
-  // own copy serves only a launch made right away).
-  LOCUS_ASSIGN_OR_RETURN(Tensor norm_weight, ensure_device(step.weight, DType::kF32));
-  pre.weight = norm_weight.data<float>();
   LOCUS_ASSIGN_OR_RETURN(LinearWeight proj, ensure_prepared(proj_in));
   LOCUS_ASSIGN_OR_RETURN(LinearWeight router, ensure_prepared(router_in));
   const int64_t experts = router.out_features();

@@ -366,35 +366,12 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     row.delta = static_cast<const bf16*>(row.delta) + at;
     row.residual_out = static_cast<bf16*>(row.residual_out) + at;
     row.normed = static_cast<bf16*>(row.normed) + at;
-    if (fold.early) {
-      // The pick first, then the expert rows' first lines pulled into L2 while the pre-norm runs.
-      if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
-      __syncthreads();
-      fold_rank_picks(raw_s, fold.experts, top_k, picks);
-      __syncthreads();
-      const int pe = picks[p % top_k];
-      const int pi = blockIdx.x * kWarps + warp;
-      if (pi < inter && pe >= 0 && pe < num_experts) {
-        const auto* g0 = reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[pe]) +
-                                                        int64_t{pi} * hidden);
-        const auto* u0 = reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[pe]) +
-                                                        int64_t{pi} * hidden);
-        for (int c = lane * 8; c < chunks; c += 32 * 8) {
-          prefetch_l2(g0 + c);
-          prefetch_l2(u0 + c);
-        }
-      }
-      add_rms_norm_rows<1, true>(
-          row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
-          threadIdx.x == 0 ? &inv_rms : nullptr);
-    } else {
-      add_rms_norm_rows<1, true>(
-          row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
-          threadIdx.x == 0 ? &inv_rms : nullptr);
-      if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
-      __syncthreads();
-      fold_rank_picks(raw_s, fold.experts, top_k, picks);
-    }
+    add_rms_norm_rows<1, true>(
+        row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
+        threadIdx.x == 0 ? &inv_rms : nullptr);
+    if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
   } else {
     stage_row(xs, x + t * x_stride, chunks);
   }

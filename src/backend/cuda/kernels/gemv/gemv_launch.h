@@ -116,8 +116,6 @@ struct MoeFoldArgs {
   int experts = 0;
   bool renormalize = false;
   float scale = 1.0f;
-  bool early =
-      false;  // pick and prefetch the expert rows before the pre-norm: measured slower, off
 };
 // Whether launch_moe_gemv takes a fold for this many tokens (the warp expert kernels only).
 bool moe_gemv_fold_ok(int num_tokens, int top_k, int experts);
