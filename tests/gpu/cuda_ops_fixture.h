@@ -66,12 +66,12 @@ class CudaOpsTest : public ::testing::Test {
     EXPECT_LT(e, bound) << what;
   }
 
-  // Random bf16 experts [inter, hidden] on both backends; only `held(i)` ones defined (the
-  // others are on another rank).
+  // Random bf16 experts [inter, hidden] on the GPU and, unless `cpu` is null, on the CPU; only
+  // `held(i)` ones defined (the others are on another rank).
   void make_experts(int64_t e, int64_t hidden, int64_t inter, uint64_t seed,
-                    const std::function<bool(int64_t)>& held, std::vector<ExpertWeights>& cpu,
+                    const std::function<bool(int64_t)>& held, std::vector<ExpertWeights>* cpu,
                     std::vector<ExpertWeights>& gpu) {
-    cpu.assign(static_cast<size_t>(e), {});
+    if (cpu != nullptr) cpu->assign(static_cast<size_t>(e), {});
     gpu.assign(static_cast<size_t>(e), {});
     for (int64_t i = 0; i < e; ++i) {
       if (!held(i)) continue;
@@ -79,9 +79,10 @@ class CudaOpsTest : public ::testing::Test {
       w.gate.weight = bf16_exact(random_f32({inter, hidden}, seed + i, -0.1f, 0.1f));
       w.up.weight = bf16_exact(random_f32({inter, hidden}, seed + 100 + i, -0.1f, 0.1f));
       w.down.weight = bf16_exact(random_f32({hidden, inter}, seed + 200 + i, -0.1f, 0.1f));
-      cpu[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
-                                     cpu_.prepare_linear(w.up).value(),
-                                     cpu_.prepare_linear(w.down).value()};
+      if (cpu != nullptr)
+        (*cpu)[static_cast<size_t>(i)] = {cpu_.prepare_linear(w.gate).value(),
+                                          cpu_.prepare_linear(w.up).value(),
+                                          cpu_.prepare_linear(w.down).value()};
       gpu[static_cast<size_t>(i)] = {gpu_->prepare_linear(w.gate).value(),
                                      gpu_->prepare_linear(w.up).value(),
                                      gpu_->prepare_linear(w.down).value()};
@@ -145,9 +146,8 @@ class CudaOpsTest : public ::testing::Test {
     c.norm_w = random_f32({c.kHidden}, seed + 2, 0.5f, 1.5f);
     c.routing.top_k = c.kTopK;
     c.routing.renormalize = true;
-    std::vector<ExpertWeights> cpu_experts;
     make_experts(
-        c.kExperts, c.kHidden, c.kInter, seed + 100, [](int64_t) { return true; }, cpu_experts,
+        c.kExperts, c.kHidden, c.kInter, seed + 100, [](int64_t) { return true; }, nullptr,
         c.experts);
     return c;
   }

@@ -348,7 +348,7 @@ TEST_F(CudaOps, SmallBatchGemvLinears) {
 TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
   std::vector<ExpertWeights> cpu_experts, gpu_experts;
   make_experts(
-      16, 256, 96, 600, [](int64_t) { return true; }, cpu_experts, gpu_experts);
+      16, 256, 96, 600, [](int64_t) { return true; }, &cpu_experts, gpu_experts);
   for (int64_t t = 1; t <= 4; ++t)
     compare_moe_experts(t, 8, 256, 900 + t, cpu_experts, gpu_experts, "moe_experts (gemv)");
 }
@@ -359,7 +359,7 @@ TEST_F(CudaOps, MoeExpertsGemvForFewTokens) {
 TEST_F(CudaOps, MoeExpertsSkipExpertsOnOtherRanks) {
   std::vector<ExpertWeights> cpu_experts, gpu_experts;
   make_experts(
-      16, 256, 96, 1100, [](int64_t i) { return i % 2 == 1; }, cpu_experts, gpu_experts);
+      16, 256, 96, 1100, [](int64_t i) { return i % 2 == 1; }, &cpu_experts, gpu_experts);
   for (int64_t t : {1, 3, 45, 300}) {
     compare_moe_experts(t, 4, 256, 1400 + t, cpu_experts, gpu_experts,
                         "moe_experts, half on another rank");
