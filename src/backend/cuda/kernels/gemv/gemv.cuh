@@ -354,12 +354,37 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
   __shared__ float inv_rms;
   __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
   __shared__ int picks[kFold ? 32 : 1];
+  const int i = blockIdx.x * kWarps + warp;
+  int e = -1;
+  // kFold: the picks first, then this warp's first weight chunks in flight, then the pre-norm
+  // (its loads overlap the weights'): the weights need only the pick, the dot products x.
+  constexpr int kEarly = kFold ? 4 : 1;
+  uint4 early_g[kEarly], early_u[kEarly];
+  const uint4* g_row = nullptr;
+  const uint4* u_row = nullptr;
   if constexpr (kFold) {
-    // The logits' loads go out with the pre-norm's, in one round trip.
-    const float raw =
-        static_cast<int>(threadIdx.x) < fold.experts
-            ? __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x)
-            : 0.0f;
+    if (static_cast<int>(threadIdx.x) < fold.experts)
+      raw_s[threadIdx.x] =
+          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
+    __syncthreads();
+    e = picks[p % top_k];
+    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
+    if (i < inter && e >= 0 && e < num_experts) {
+      g_row =
+          reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + int64_t{i} * hidden);
+      u_row =
+          reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + int64_t{i} * hidden);
+#pragma unroll
+      for (int k = 0; k < kEarly; ++k) {
+        const int c = lane + 32 * k;
+        if (c < chunks) {
+          early_g[k] = load_weight(g_row + c);
+          early_u[k] = load_weight(u_row + c);
+        }
+      }
+    }
     GemvAddRmsNorm row = fold.pre;
     const int64_t at = static_cast<int64_t>(t) * hidden;
     row.residual = static_cast<const bf16*>(row.residual) + at;
@@ -369,34 +394,35 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     add_rms_norm_rows<1, true>(
         row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
         threadIdx.x == 0 ? &inv_rms : nullptr);
-    if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
-    __syncthreads();
-    fold_rank_picks(raw_s, fold.experts, top_k, picks);
   } else {
     stage_row(xs, x + t * x_stride, chunks);
   }
   __syncthreads();
-  const int i = blockIdx.x * kWarps + warp;
-  int e;
-  if constexpr (kFold) {
-    e = picks[p % top_k];
-    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
-  } else {
-    if (i >= inter) return;
-    e = topk_ids[p];
-  }
   if (i >= inter) return;
+  if constexpr (!kFold) e = topk_ids[p];
   if (e < 0 || e >= num_experts) {  // not a routed expert: contributes nothing
     if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(0.0f);
     return;
   }
-  const auto* g_row =
-      reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + int64_t{i} * hidden);
-  const auto* u_row =
-      reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + int64_t{i} * hidden);
+  if constexpr (!kFold) {
+    g_row =
+        reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + int64_t{i} * hidden);
+    u_row = reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + int64_t{i} * hidden);
+  }
   float g = 0.0f, u = 0.0f;
+  int c = lane;
+  if constexpr (kFold) {
+#pragma unroll
+    for (int k = 0; k < kEarly; ++k, c += 32) {
+      if (c < chunks) {
+        const uint4 xv = xs[c];
+        g += dot8(early_g[k], xv);
+        u += dot8(early_u[k], xv);
+      }
+    }
+  }
 #pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
+  for (; c < chunks; c += 32) {
     const uint4 gv = load_weight(g_row + c);
     const uint4 uv = load_weight(u_row + c);
     const uint4 xv = xs[c];
