@@ -242,11 +242,19 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
                      a.top_k, a.hidden, a.inter, up_plan.stages);
   } else {
     const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
-    auto* up_kernel = a.fold != nullptr ? gemv::moe_gate_up_gemv_kernel<true>
-                                        : gemv::moe_gate_up_gemv_kernel<false>;
+    // LOCUS_CUDA_GATE_UP_ROWS=2: two intermediate rows per warp (half the CTAs).
+    static const int rows = [] {
+      const char* v = std::getenv("LOCUS_CUDA_GATE_UP_ROWS");
+      return v != nullptr && std::string(v) == "2" ? 2 : 1;
+    }();
+    auto* up_kernel = a.fold != nullptr ? (rows == 2 ? gemv::moe_gate_up_gemv_kernel<true, 2>
+                                                     : gemv::moe_gate_up_gemv_kernel<true, 1>)
+                                        : (rows == 2 ? gemv::moe_gate_up_gemv_kernel<false, 2>
+                                                     : gemv::moe_gate_up_gemv_kernel<false, 1>);
     err = allow_smem(up_kernel, up_smem);
     if (err != cudaSuccess) return err;
-    const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
+    const int rows_per_cta = gemv::kWarps * rows;
+    const dim3 up_grid(static_cast<unsigned>((a.inter + rows_per_cta - 1) / rows_per_cta),
                        static_cast<unsigned>(pairs));
     err = launch_pdl(up_kernel, up_grid, gemv::kThreads, up_smem, stream,
                      static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,
