@@ -337,7 +337,10 @@ __device__ inline float silu(float g) {
 // three (a third wave at batch 1): its bound keeps three.
 // kRows: intermediate rows per warp. At 2 the batch-1 grid (inter 768, top-k 8) is 384 CTAs,
 // one wave at three CTAs per SM on 132 SMs, so no CTA runs the prologue after another's rows.
-template <bool kFold, int kRows>
+// kEarly (kFold only): 16-byte chunks per lane and row of the gate and up weights put in flight
+// between the picks and the pre-norm, whose loads then overlap them (the weights need only the
+// pick; only the dot products need x).
+template <bool kFold, int kRows, int kEarly>
 __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
                             const int32_t* __restrict__ topk_ids, const void* const* gate_w,
@@ -373,10 +376,8 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
       u_row[r] = reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + i * hidden);
     }
   };
-  // kFold: the picks first, then this warp's first weight chunks in flight, then the pre-norm
-  // (its loads overlap the weights'): the weights need only the pick, the dot products x.
-  constexpr int kEarly = kFold ? 4 / kRows : 1;
-  uint4 early_g[kRows][kEarly], early_u[kRows][kEarly];
+  static_assert(kFold || kEarly == 0, "only the fold's prologue has weights to overlap");
+  uint4 early_g[kRows][kEarly > 0 ? kEarly : 1], early_u[kRows][kEarly > 0 ? kEarly : 1];
   if constexpr (kFold) {
     if (static_cast<int>(threadIdx.x) < fold.experts)
       raw_s[threadIdx.x] =
