@@ -41,6 +41,12 @@ cudaError_t launch_dense(const void* x, int64_t x_stride, const GemvSegments& w,
                     x_stride, w, y, n, k, pre);
 }
 
+// Whether environment variable `name` is unset or set to anything but `off`.
+bool env_not(const char* name, const char* off) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string(v) != off;
+}
+
 // The streaming kernels (gemv_stream.cuh): one CTA per SM, `stages` copies in flight.
 GemvKernels g_kernels = GemvKernels::kAuto;
 
@@ -242,11 +248,27 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
                      a.top_k, a.hidden, a.inter, up_plan.stages);
   } else {
     const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
-    auto* up_kernel = a.fold != nullptr ? gemv::moe_gate_up_gemv_kernel<true>
-                                        : gemv::moe_gate_up_gemv_kernel<false>;
+    // Two intermediate rows per warp (LOCUS_CUDA_GATE_UP_ROWS=1: one, twice the CTAs); the
+    // fold's early weight loads (LOCUS_CUDA_GATE_UP_EARLY=0: none). docs/benchmarks.md has both.
+    static const bool two_rows = env_not("LOCUS_CUDA_GATE_UP_ROWS", "1");
+    static const bool early = env_not("LOCUS_CUDA_GATE_UP_EARLY", "0");
+    using UpKernel = decltype(&gemv::moe_gate_up_gemv_kernel<false, 1, 0>);
+    UpKernel up_kernel;
+    if (a.fold == nullptr) {
+      up_kernel = two_rows ? gemv::moe_gate_up_gemv_kernel<false, 2, 0>
+                           : gemv::moe_gate_up_gemv_kernel<false, 1, 0>;
+    } else if (two_rows) {
+      up_kernel = early ? gemv::moe_gate_up_gemv_kernel<true, 2, 2>
+                        : gemv::moe_gate_up_gemv_kernel<true, 2, 0>;
+    } else {
+      up_kernel = early ? gemv::moe_gate_up_gemv_kernel<true, 1, 4>
+                        : gemv::moe_gate_up_gemv_kernel<true, 1, 0>;
+    }
+    const int rows = two_rows ? 2 : 1;
     err = allow_smem(up_kernel, up_smem);
     if (err != cudaSuccess) return err;
-    const dim3 up_grid(static_cast<unsigned>((a.inter + gemv::kWarps - 1) / gemv::kWarps),
+    const int rows_per_cta = gemv::kWarps * rows;
+    const dim3 up_grid(static_cast<unsigned>((a.inter + rows_per_cta - 1) / rows_per_cta),
                        static_cast<unsigned>(pairs));
     err = launch_pdl(up_kernel, up_grid, gemv::kThreads, up_smem, stream,
                      static_cast<const bf16*>(a.x), a.x_row_stride, a.topk_ids, a.gate_w, a.up_w, h,

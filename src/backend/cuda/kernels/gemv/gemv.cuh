@@ -62,17 +62,20 @@ __device__ inline void stage_row(uint4* dst, const bf16* src, int chunks) {
 // The pre-norm weight of a thread's first kNormPreChunks 16-byte chunks (t, t + 256, ...; k up
 // to 4096 at 256 threads), loaded before pdl_wait: it is a constant, and loading it after the
 // sums of squares would put one more dependent L2 round trip on the step's critical path.
+// A kernel short of registers holds fewer (N).
 constexpr int kNormPreChunks = 2;
+template <int N = kNormPreChunks>
 struct NormWeights {
-  float4 w[kNormPreChunks][2];
+  float4 w[N][2];
 };
 
-__device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int k) {
-  NormWeights nw{};
+template <int N = kNormPreChunks>
+__device__ inline NormWeights<N> preload_norm_weight(const GemvAddRmsNorm& pre, int k) {
+  NormWeights<N> nw{};
   if (pre.residual == nullptr) return nw;
   const auto* w4 = reinterpret_cast<const float4*>(pre.weight);
 #pragma unroll
-  for (int i = 0; i < kNormPreChunks; ++i) {
+  for (int i = 0; i < N; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     if (c < k / 8) {
       nw.w[i][0] = w4[c * 2];
@@ -88,10 +91,10 @@ __device__ inline NormWeights preload_norm_weight(const GemvAddRmsNorm& pre, int
 // shuffles and then over the warps in order, so at k = 2048 (one chunk per thread) every value
 // is bit-identical to add_rms_norm_vec_kernel's.
 // kL2: residual and delta are read past L1 (__ldcg), for rows other CTAs of the same launch wrote.
-template <int M, bool kL2 = false, typename Sync>
+template <int M, bool kL2 = false, int N = kNormPreChunks, typename Sync>
 // writer: whether this CTA writes residual_out and normed (-1: CTA 0 does); inv_out gets each
 // row's 1 / rms.
-__device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights& nw,
+__device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWeights<N>& nw,
                                          uint4* xs, int k, Sync sync, int writer_cta = -1,
                                          float* inv_out = nullptr) {
   __shared__ float partial[M][kWarps];
@@ -160,9 +163,9 @@ __device__ inline void add_rms_norm_rows(const GemvAddRmsNorm& pre, const NormWe
     if (i == 0) {  // constant indices: nw stays in registers
       w0 = nw.w[0][0];
       w1 = nw.w[0][1];
-    } else if (i == 1) {
-      w0 = nw.w[1][0];
-      w1 = nw.w[1][1];
+    } else if (N > 1 && i == 1) {
+      w0 = nw.w[N - 1][0];
+      w1 = nw.w[N - 1][1];
     } else {
       w0 = reinterpret_cast<const float4*>(pre.weight)[c * 2];
       w1 = reinterpret_cast<const float4*>(pre.weight)[c * 2 + 1];
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = lane * 8; c < chunks; c += 32 * 8)  // one prefetch per 128-byte line
         prefetch_l2(wrow[r] + c);
   }
-  const NormWeights nw = preload_norm_weight(pre, k);
+  const NormWeights<> nw = preload_norm_weight(pre, k);
   pdl_wait();
   if (pre.residual != nullptr) {
     add_rms_norm_rows<M>(pre, nw, xs, k, [] { __syncthreads(); });
@@ -332,7 +335,12 @@ __device__ inline float silu(float g) {
 // CTA (0, t * top_k) residual_out and normed, and after its rows its warp 0 the token's weights.
 // The fold's prologue would take the kernel from 77 to 86 registers, two CTAs per SM instead of
 // three (a third wave at batch 1): its bound keeps three.
-template <bool kFold>
+// kRows: intermediate rows per warp. At 2 the batch-1 grid (inter 768, top-k 8) is 384 CTAs,
+// one wave at three CTAs per SM on 132 SMs, so no CTA runs the prologue after another's rows.
+// kEarly (kFold only): 16-byte chunks per lane and row of the gate and up weights put in flight
+// between the picks and the pre-norm, whose loads then overlap them (the weights need only the
+// pick; only the dot products need x).
+template <bool kFold, int kRows, int kEarly>
 __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, int64_t x_stride,
                             const int32_t* __restrict__ topk_ids, const void* const* gate_w,
@@ -342,8 +350,10 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
   const int p = blockIdx.y;
   const int t = p / top_k;
   const int chunks = hidden / 8;
-  NormWeights nw{};
-  if constexpr (kFold) nw = preload_norm_weight(fold.pre, hidden);
+  // One pre-norm weight chunk per thread held (hidden 2048 needs no more): the early weight
+  // loads below need the registers.
+  NormWeights<1> nw{};
+  if constexpr (kFold) nw = preload_norm_weight<1>(fold.pre, hidden);
   pdl_wait();  // x and topk_ids come from the kernels before
   // Only now: the down kernel reads topk_ids (or the raw logits) before its own pdl_wait, which
   // is safe once every CTA here is past this wait (the routing grid has then finished).
@@ -354,58 +364,108 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
   __shared__ float inv_rms;
   __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
   __shared__ int picks[kFold ? 32 : 1];
+  const int i0 = (blockIdx.x * kWarps + warp) * kRows;  // this warp's first row
+  int e = -1;
+  const uint4* g_row[kRows];
+  const uint4* u_row[kRows];
+  auto find_rows = [&] {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t i = min(i0 + r, inter - 1);  // a duplicate row past inter is never written
+      g_row[r] = reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + i * hidden);
+      u_row[r] = reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + i * hidden);
+    }
+  };
+  static_assert(kFold || kEarly == 0, "only the fold's prologue has weights to overlap");
+  uint4 early_g[kRows][kEarly > 0 ? kEarly : 1], early_u[kRows][kEarly > 0 ? kEarly : 1];
   if constexpr (kFold) {
-    // The logits' loads go out with the pre-norm's, in one round trip.
-    const float raw =
-        static_cast<int>(threadIdx.x) < fold.experts
-            ? __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x)
-            : 0.0f;
+    if (static_cast<int>(threadIdx.x) < fold.experts)
+      raw_s[threadIdx.x] =
+          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
+    __syncthreads();
+    fold_rank_picks(raw_s, fold.experts, top_k, picks);
+    __syncthreads();
+    e = picks[p % top_k];
+    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
+    if (i0 < inter && e >= 0 && e < num_experts) {
+      find_rows();
+#pragma unroll
+      for (int k = 0; k < kEarly; ++k) {
+        const int c = lane + 32 * k;
+        if (c < chunks) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            early_g[r][k] = load_weight(g_row[r] + c);
+            early_u[r][k] = load_weight(u_row[r] + c);
+          }
+        }
+      }
+    }
     GemvAddRmsNorm row = fold.pre;
     const int64_t at = static_cast<int64_t>(t) * hidden;
     row.residual = static_cast<const bf16*>(row.residual) + at;
     row.delta = static_cast<const bf16*>(row.delta) + at;
     row.residual_out = static_cast<bf16*>(row.residual_out) + at;
     row.normed = static_cast<bf16*>(row.normed) + at;
-    add_rms_norm_rows<1, true>(
+    add_rms_norm_rows<1, true, 1>(
         row, nw, xs, hidden, [] { __syncthreads(); }, fold_writer ? 1 : 0,
         threadIdx.x == 0 ? &inv_rms : nullptr);
-    if (static_cast<int>(threadIdx.x) < fold.experts) raw_s[threadIdx.x] = raw;
-    __syncthreads();
-    fold_rank_picks(raw_s, fold.experts, top_k, picks);
   } else {
     stage_row(xs, x + t * x_stride, chunks);
   }
   __syncthreads();
-  const int i = blockIdx.x * kWarps + warp;
-  int e;
-  if constexpr (kFold) {
-    e = picks[p % top_k];
-    if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
-  } else {
-    if (i >= inter) return;
-    e = topk_ids[p];
-  }
-  if (i >= inter) return;
+  if (i0 >= inter) return;
+  if constexpr (!kFold) e = topk_ids[p];
   if (e < 0 || e >= num_experts) {  // not a routed expert: contributes nothing
-    if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(0.0f);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane == 0 && i0 + r < inter)
+        h[static_cast<int64_t>(p) * inter + i0 + r] = __float2bfloat16(0.0f);
     return;
   }
-  const auto* g_row =
-      reinterpret_cast<const uint4*>(static_cast<const bf16*>(gate_w[e]) + int64_t{i} * hidden);
-  const auto* u_row =
-      reinterpret_cast<const uint4*>(static_cast<const bf16*>(up_w[e]) + int64_t{i} * hidden);
-  float g = 0.0f, u = 0.0f;
-#pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
-    const uint4 gv = load_weight(g_row + c);
-    const uint4 uv = load_weight(u_row + c);
-    const uint4 xv = xs[c];
-    g += dot8(gv, xv);
-    u += dot8(uv, xv);
+  if constexpr (!kFold) find_rows();
+  float g[kRows], u[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    g[r] = u[r] = 0.0f;
+  int c = lane;
+  if constexpr (kFold) {
+#pragma unroll
+    for (int k = 0; k < kEarly; ++k, c += 32) {
+      if (c < chunks) {
+        const uint4 xv = xs[c];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          g[r] += dot8(early_g[r][k], xv);
+          u[r] += dot8(early_u[r][k], xv);
+        }
+      }
+    }
   }
-  g = warp_sum(g);
-  u = warp_sum(u);
-  if (lane == 0) h[static_cast<int64_t>(p) * inter + i] = __float2bfloat16(silu(g) * u);
+  // The same bytes in flight per warp whatever kRows (4 chunk pairs per lane).
+  constexpr int kUnroll = 4 / kRows;
+#pragma unroll kUnroll
+  for (; c < chunks; c += 32) {
+    uint4 gv[kRows], uv[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      gv[r] = load_weight(g_row[r] + c);
+      uv[r] = load_weight(u_row[r] + c);
+    }
+    const uint4 xv = xs[c];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      g[r] += dot8(gv[r], xv);
+      u[r] += dot8(uv[r], xv);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float gs = warp_sum(g[r]);
+    const float us = warp_sum(u[r]);
+    if (lane == 0 && i0 + r < inter)
+      h[static_cast<int64_t>(p) * inter + i0 + r] = __float2bfloat16(silu(gs) * us);
+  }
   if constexpr (kFold) {
     // The down launch reads the weights only after its wait: off this CTA's critical path.
     if (fold_writer && warp == 0) fold_weights(fold, t, inv_rms, raw_s, picks, top_k, lane);

@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     produce_dense_units(s, w, n, k, u0, u1, stages, bulk::evict_first_policy());
     return;
   }
-  const NormWeights nw = preload_norm_weight(pre, k);
+  const NormWeights<> nw = preload_norm_weight(pre, k);
   pdl_wait();
   if (pre.residual != nullptr) {
     add_rms_norm_rows<M>(pre, nw, s.xs, k, [] { bulk::named_sync(kConsumerWarps * 32); });
