@@ -299,6 +299,17 @@ __device__ inline void fold_rank_picks(const float* raw_s, int experts, int top_
   if (rank < top_k) picks[rank] = e;
 }
 
+// Token t's raw logits staged in raw_s (read past L1: the kernel before wrote them) and its
+// top-k ranked into picks, by the whole CTA (barriers inside).
+__device__ inline void fold_load_picks(const MoeFoldArgs& f, int t, int top_k, float* raw_s,
+                                       int* picks) {
+  if (static_cast<int>(threadIdx.x) < f.experts)
+    raw_s[threadIdx.x] = __ldcg(f.logits + static_cast<int64_t>(t) * f.experts + threadIdx.x);
+  __syncthreads();
+  fold_rank_picks(raw_s, f.experts, top_k, picks);
+  __syncthreads();
+}
+
 // Token t's routing weights from a folded router's raw logits: route_token's softmax scores of
 // logits raw * inv, taken at the picks, renormalized in j order and scaled (one warp).
 __device__ inline void fold_weights(const MoeFoldArgs& f, int t, float inv, const float* raw_s,
@@ -379,12 +390,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 3 : 1)
   static_assert(kFold || kEarly == 0, "only the fold's prologue has weights to overlap");
   uint4 early_g[kRows][kEarly > 0 ? kEarly : 1], early_u[kRows][kEarly > 0 ? kEarly : 1];
   if constexpr (kFold) {
-    if (static_cast<int>(threadIdx.x) < fold.experts)
-      raw_s[threadIdx.x] =
-          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
-    __syncthreads();
-    fold_rank_picks(raw_s, fold.experts, top_k, picks);
-    __syncthreads();
+    fold_load_picks(fold, t, top_k, raw_s, picks);
     e = picks[p % top_k];
     if (blockIdx.x == 0 && threadIdx.x == 0) fold.topk_ids_out[p] = e;
     if (i0 < inter && e >= 0 && e < num_experts) {
@@ -491,12 +497,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) float raw_s[kFold ? kFoldMaxExperts : 1];
   __shared__ int picks[kFold ? 32 : 1];
   if constexpr (kFold) {
-    if (static_cast<int>(threadIdx.x) < fold.experts)
-      raw_s[threadIdx.x] =
-          __ldcg(fold.logits + static_cast<int64_t>(t) * fold.experts + threadIdx.x);
-    __syncthreads();
-    fold_rank_picks(raw_s, fold.experts, top_k, picks);
-    __syncthreads();
+    fold_load_picks(fold, t, top_k, raw_s, picks);
   }
   const int chunks = inter / 8;
   const int warp = threadIdx.x >> 5;
