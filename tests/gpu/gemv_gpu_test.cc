@@ -42,6 +42,7 @@ class GpuGemv : public ::testing::Test {
   }
   void TearDown() override {
     cuda::set_gemv_kernels(cuda::GemvKernels::kAuto);
+    cuda::set_gate_up_variant(0, true);
     for (void* p : allocations_)
       cudaFree(p);
   }
@@ -511,25 +512,37 @@ TEST_F(GpuGemv, FoldedRouterMatchesTheUnfoldedRouterUpToRounding) {
     fa.renormalize = c.renormalize;
     fa.scale = 1.5f;
     fold.moe.fold = &fa;
-    // Twice: the second launch must find the counter reset and give the same bits.
+    // Once per gate_up variant (two rows or one per warp, early weight loads or not): each launch
+    // must find the counter reset by the one before and give the same bits.
+    struct Variant {
+      int rows;
+      bool early;
+    };
+    const Variant variants[] = {{2, true}, {2, false}, {1, true}, {1, false}};
     std::vector<uint16_t> first_out;
     std::vector<int32_t> first_ids;
     std::vector<float> first_weights;
-    for (int rep = 0; rep < 2; ++rep) {
+    for (const Variant& v : variants) {
+      SCOPED_TRACE("gate_up rows=" + std::to_string(v.rows) + " early=" + std::to_string(v.early));
+      cuda::set_gate_up_variant(v.rows, v.early);
+      CUDA_ASSERT(cudaMemset(fold.out, 0xff, mn * 2));
+      CUDA_ASSERT(cudaMemset(fold.ids, 0xff, picks * 4));
+      CUDA_ASSERT(cudaMemset(fold.weights, 0xff, picks * 4));
       CUDA_ASSERT(cuda::launch_gemv_fold_route(d_x, c.k, d_w, fold.y, c.m, c.n, c.k, f, 0));
       CUDA_ASSERT(cuda::launch_moe_gemv(fold.moe, 0));
       CUDA_ASSERT(cudaDeviceSynchronize());
       EXPECT_EQ(download<int>(counters + 1, 1), (std::vector<int>{0})) << "counter not reset";
-      if (rep == 0) {
+      if (first_out.empty()) {
         first_out = download<uint16_t>(fold.out, mn);
         first_ids = download<int32_t>(fold.ids, picks);
         first_weights = download<float>(fold.weights, picks);
       } else {
-        EXPECT_EQ(download<uint16_t>(fold.out, mn), first_out) << "second launch: out";
-        EXPECT_EQ(download<int32_t>(fold.ids, picks), first_ids) << "second launch: ids";
-        EXPECT_EQ(download<float>(fold.weights, picks), first_weights) << "second launch: weights";
+        EXPECT_EQ(download<uint16_t>(fold.out, mn), first_out) << "out";
+        EXPECT_EQ(download<int32_t>(fold.ids, picks), first_ids) << "ids";
+        EXPECT_EQ(download<float>(fold.weights, picks), first_weights) << "weights";
       }
     }
+    cuda::set_gate_up_variant(0, true);
     EXPECT_EQ(download<uint16_t>(fold.y, mn), download<uint16_t>(ref.y, mn)) << "y";
     EXPECT_EQ(download<uint16_t>(fold.residual_out, mn), download<uint16_t>(ref.residual_out, mn))
         << "residual_out";
@@ -598,14 +611,19 @@ TEST_F(GpuGemv, FoldedRouterMatchesTheUnfoldedRouterUpToRounding) {
       }
     }
     // The experts of the folded launch equal the plain launch on the same normed rows, picks and
-    // weights, bit for bit.
+    // weights, bit for bit, with two rows per warp or one.
     Run check = make_run();
     check.moe.x = ref.normed;
     check.moe.topk_ids = fold.ids;
     check.moe.topk_weights = fold.weights;
-    CUDA_ASSERT(cuda::launch_moe_gemv(check.moe, 0));
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    EXPECT_EQ(download<uint16_t>(check.out, mn), fold_out) << "expert output";
+    for (int rows : {2, 1}) {
+      cuda::set_gate_up_variant(rows, true);
+      CUDA_ASSERT(cudaMemset(check.out, 0xff, mn * 2));
+      CUDA_ASSERT(cuda::launch_moe_gemv(check.moe, 0));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      EXPECT_EQ(download<uint16_t>(check.out, mn), fold_out) << "expert output, rows " << rows;
+    }
+    cuda::set_gate_up_variant(0, true);
   }
 }
 

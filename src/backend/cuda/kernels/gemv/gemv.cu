@@ -50,6 +50,10 @@ bool env_not(const char* name, const char* off) {
 // The streaming kernels (gemv_stream.cuh): one CTA per SM, `stages` copies in flight.
 GemvKernels g_kernels = GemvKernels::kAuto;
 
+// set_gate_up_variant: 0 = the environment's defaults.
+int g_up_rows = 0;
+bool g_up_early = true;
+
 // Which launches the streaming kernels take by default: LOCUS_CUDA_GEMV_STREAM = dense (the
 // projections and the fused router; the default), router (the fused router only), 1 / all,
 // moe (the experts), or 0 (none). Measured on the H200 at batch 1 (PDL off, per kernel): the
@@ -250,8 +254,10 @@ cudaError_t launch_moe_gemv(const MoeGemvArgs& a, cudaStream_t stream) {
     const size_t up_smem = static_cast<size_t>(a.hidden) * sizeof(bf16);
     // Two intermediate rows per warp (LOCUS_CUDA_GATE_UP_ROWS=1: one, twice the CTAs); the
     // fold's early weight loads (LOCUS_CUDA_GATE_UP_EARLY=0: none). docs/benchmarks.md has both.
-    static const bool two_rows = env_not("LOCUS_CUDA_GATE_UP_ROWS", "1");
-    static const bool early = env_not("LOCUS_CUDA_GATE_UP_EARLY", "0");
+    static const bool env_two_rows = env_not("LOCUS_CUDA_GATE_UP_ROWS", "1");
+    static const bool env_early = env_not("LOCUS_CUDA_GATE_UP_EARLY", "0");
+    const bool two_rows = g_up_rows == 0 ? env_two_rows : g_up_rows == 2;
+    const bool early = g_up_rows == 0 ? env_early : g_up_early;
     using UpKernel = decltype(&gemv::moe_gate_up_gemv_kernel<false, 1, 0>);
     UpKernel up_kernel;
     if (a.fold == nullptr) {
@@ -428,6 +434,11 @@ cudaError_t launch_fold_router_weights(const void* wr, const float* g, const voi
 
 void set_gemv_kernels(GemvKernels kernels) {
   g_kernels = kernels;
+}
+
+void set_gate_up_variant(int rows, bool early) {
+  g_up_rows = rows == 1 || rows == 2 ? rows : 0;
+  g_up_early = early;
 }
 
 bool gemv_stream_fits(int m, int k) {

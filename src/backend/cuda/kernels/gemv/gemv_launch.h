@@ -23,6 +23,11 @@ namespace locus::cuda {
 enum class GemvKernels { kAuto, kStream, kWarp };
 void set_gemv_kernels(GemvKernels kernels);
 
+// Tests: the expert gate_up GEMV with `rows` (1 or 2) intermediate rows per warp and, for the
+// folded router's launch, its early weight loads on or off. All variants give identical bits.
+// rows 0 restores the defaults (LOCUS_CUDA_GATE_UP_ROWS / LOCUS_CUDA_GATE_UP_EARLY).
+void set_gate_up_variant(int rows, bool early);
+
 // Whether the streaming kernels would take a dense launch of m rows of length k, or both
 // halves of a MoE launch (used by tests and benchmarks to know which family they measure).
 bool gemv_stream_fits(int m, int k);
